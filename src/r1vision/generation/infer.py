@@ -1,0 +1,81 @@
+"""``r1vision infer``: batched, data-parallel, resumable generation over a task's dataset."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from r1vision.generation.hf import SamplingOptions, generate
+from r1vision.generation.records import RecordWriter
+from r1vision.tasks.base import Task
+
+logger = logging.getLogger(__name__)
+
+
+def _row_id(row: dict[str, Any], index: int) -> Any:
+    for key in ("id", "image_id"):
+        if row.get(key) is not None:
+            return row[key]
+    return index
+
+
+def run_inference(
+    task: Task,
+    model_path: str,
+    dataset: str,
+    out_dir: str | Path,
+    split: str = "test",
+    batch_size: int = 8,
+    options: SamplingOptions | None = None,
+    min_pixels: int | None = None,
+    max_pixels: int | None = None,
+    limit: int | None = None,
+    image_root: str | None = None,
+    progress: bool = True,
+) -> Path:
+    """Generate for every row of ``dataset`` not yet in ``out_dir`` and append records as they finish.
+
+    Rows are dealt round-robin to the processes of ``accelerate launch`` / ``torchrun``; each writes its own
+    shard. Returns ``out_dir``.
+    """
+    import torch
+    from accelerate import PartialState
+    from tqdm.auto import tqdm
+    from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor
+
+    from r1vision.trainer.modeling import apply_budget_to_processor, budget_for, model_family
+
+    options = options or SamplingOptions()
+    state = PartialState()
+    family = model_family(AutoConfig.from_pretrained(model_path))
+    rows = task.load(dataset, split=split, model_family=family, min_pixels=min_pixels, max_pixels=max_pixels)
+    n = len(rows) if limit is None else min(limit, len(rows))
+    writer = RecordWriter(out_dir, rank=state.process_index)
+    todo = [i for i in range(state.process_index, n, state.num_processes) if i not in writer.done]
+    if not todo:
+        logger.info("rank %d: nothing left to do in %s", state.process_index, out_dir)
+    else:
+        processor = AutoProcessor.from_pretrained(model_path)
+        budget = budget_for(processor, family, min_pixels, max_pixels)
+        apply_budget_to_processor(processor, budget)
+        model = AutoModelForImageTextToText.from_pretrained(model_path, dtype="auto").to(state.device).eval()
+        bar = tqdm(total=len(todo), desc=f"infer[{state.process_index}]", disable=not progress)
+        for start in range(0, len(todo), batch_size):
+            batch_idx = todo[start : start + batch_size]
+            batch = [rows[i] for i in batch_idx]
+            # Seed per batch from the row indices, so a resumed run samples what the first attempt would have.
+            batch_options = SamplingOptions(**{**options.__dict__, "seed": options.seed + batch_idx[0]})
+            texts = generate(model, processor, batch, budget, batch_options, image_root)
+            for i, row, samples in zip(batch_idx, batch, texts, strict=True):
+                record = {"index": i, "id": _row_id(row, i), "completion": samples[0]}
+                if len(samples) > 1:
+                    record["samples"] = samples
+                writer.write(record)
+            bar.update(len(batch_idx))
+        bar.close()
+        del model
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    state.wait_for_everyone()
+    return Path(out_dir)

@@ -1,0 +1,113 @@
+"""The SFT and GRPO entry points behind ``r1vision sft`` / ``r1vision grpo``: task data → trainer → output."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from r1vision.tasks import get_task
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ScriptArguments:
+    """What to train on; the rest of the options are TRL's config fields (``GRPOConfig`` / ``SFTConfig``)."""
+
+    model: str = field(default="", metadata={"help": "Hub id or local folder of a Qwen-VL model."})
+    dataset: str = field(default="", metadata={"help": "Hub id, local folder or file of the task's data."})
+    task: str = field(default="color", metadata={"help": "Task name (see `r1vision tasks`)."})
+    dataset_split: str = field(default="train", metadata={"help": "Training split."})
+    eval_split: str | None = field(default=None, metadata={"help": "Optional evaluation split."})
+    max_train_rows: int | None = field(default=None, metadata={"help": "Use only the first N training rows."})
+    rewards: str | None = field(
+        default=None, metadata={"help": "Comma-separated reward names to use (default: all of the task's)."}
+    )
+    task_options: str | None = field(
+        default=None, metadata={"help": "JSON object of task-specific options passed to load() and rewards()."}
+    )
+
+    def __post_init__(self) -> None:
+        if not self.model:
+            raise ValueError("--model is required (a Hub id or a local model folder)")
+        if not self.dataset:
+            raise ValueError("--dataset is required (a Hub id, a local folder or file)")
+
+
+def _task_options(script: ScriptArguments) -> dict[str, Any]:
+    import json
+
+    if not script.task_options:
+        return {}
+    opts = json.loads(script.task_options)
+    if not isinstance(opts, dict):
+        raise ValueError(f"--task_options must be a JSON object, got {script.task_options!r}")
+    return opts
+
+
+def _datasets(script: ScriptArguments, config: Any):
+    from transformers import AutoConfig
+
+    from r1vision.trainer.modeling import model_family
+
+    task = get_task(script.task)
+    family = model_family(AutoConfig.from_pretrained(script.model))
+    opts = dict(model_family=family, min_pixels=config.min_pixels, max_pixels=config.max_pixels)
+    opts.update(_task_options(script))
+    train = task.load(script.dataset, split=script.dataset_split, **opts)
+    if script.max_train_rows is not None:
+        train = train.select(range(min(script.max_train_rows, len(train))))
+    evald = task.load(script.dataset, split=script.eval_split, **opts) if script.eval_split else None
+    return task, train, evald, opts
+
+
+def run_grpo(script: ScriptArguments, config: Any) -> str:
+    """Train with ``VisionGRPOTrainer`` on the task's rewards; returns the output directory."""
+    from r1vision.trainer.grpo import VisionGRPOTrainer
+
+    task, train, evald, opts = _datasets(script, config)
+    specs = task.rewards(**opts)
+    if script.rewards:
+        wanted = [r.strip() for r in script.rewards.split(",") if r.strip()]
+        unknown = sorted(set(wanted) - {s.name for s in specs})
+        if unknown:
+            raise ValueError(f"unknown reward(s) {unknown} for task {task.name}; has {[s.name for s in specs]}")
+        specs = [s for s in specs if s.name in wanted]
+    if config.reward_weights is None:
+        config.reward_weights = [s.weight for s in specs]
+    # Completions are conversational here; prompts/completions columns would confuse GRPO.
+    train = train.remove_columns([c for c in ("completion",) if c in train.column_names])
+    trainer = VisionGRPOTrainer(
+        script.model, [s.func for s in specs], args=config, train_dataset=train, eval_dataset=evald
+    )
+    trainer.train(resume_from_checkpoint=config.resume_from_checkpoint)
+    trainer.save_model(config.output_dir)
+    trainer.processing_class.save_pretrained(config.output_dir)
+    _finish()
+    return config.output_dir
+
+
+def run_sft(script: ScriptArguments, config: Any) -> str:
+    """Train with ``VisionSFTTrainer`` on the task's targets; returns the output directory."""
+    from r1vision.trainer.sft import VisionSFTTrainer
+
+    _, train, evald, _ = _datasets(script, config)
+    keep = {"prompt", "completion", "images"}
+    train = train.remove_columns([c for c in train.column_names if c not in keep])
+    if evald is not None:
+        evald = evald.remove_columns([c for c in evald.column_names if c not in keep])
+    trainer = VisionSFTTrainer(script.model, args=config, train_dataset=train, eval_dataset=evald)
+    trainer.train(resume_from_checkpoint=config.resume_from_checkpoint)
+    trainer.save_model(config.output_dir)
+    _finish()
+    return config.output_dir
+
+
+def _finish() -> None:
+    """Tear the process group down cleanly (without it, gloo runs occasionally abort at exit)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()

@@ -1,0 +1,10 @@
+"""Task registry: each task family registers a ``Task`` by name; heavy modules import on first use."""
+
+from r1vision.tasks.base import EvalResult, RewardSpec, Task, get_task, list_tasks, register_task
+
+register_task("color", "r1vision.tasks.color.task:ColorTask")
+register_task("sgg", "r1vision.tasks.sgg.task:SGGTask")
+register_task("geometry", "r1vision.tasks.geometry.task:GeometryTask")
+register_task("svg", "r1vision.tasks.svg.task:SVGTask")
+
+__all__ = ["EvalResult", "RewardSpec", "Task", "get_task", "list_tasks", "register_task"]

@@ -1,0 +1,69 @@
+"""Configuration dataclasses: ``VisionGRPOConfig`` extends TRL's ``GRPOConfig`` with the vision options."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from trl import GRPOConfig, SFTConfig
+
+
+@dataclass
+class VisionOptions:
+    """Options shared by GRPO and SFT: where images live, the pixel budget, what to train."""
+
+    image_root: str | None = field(
+        default=None, metadata={"help": "Directory that relative image paths in the dataset are resolved against."}
+    )
+    min_pixels: int | None = field(
+        default=None, metadata={"help": "Minimum image area after resizing (None: the model family's default)."}
+    )
+    max_pixels: int | None = field(
+        default=None,
+        metadata={"help": "Maximum image area after resizing; bounds the number of image tokens (area / factor²)."},
+    )
+    validate_rows: int | None = field(
+        default=None,
+        metadata={
+            "help": "Rows checked before training (missing files, corrupt images, image/placeholder counts): "
+            "None = all, 0 = none, N = the first N."
+        },
+    )
+    freeze_vision_tower: bool = field(
+        default=False, metadata={"help": "Keep the vision encoder (and its merger) frozen."}
+    )
+    lora_r: int = field(default=0, metadata={"help": "LoRA rank; 0 trains all (unfrozen) weights."})
+    lora_alpha: int = field(default=16, metadata={"help": "LoRA alpha."})
+    lora_dropout: float = field(default=0.0, metadata={"help": "LoRA dropout."})
+    lora_target_modules: str = field(
+        default="all-linear-lm",
+        metadata={
+            "help": "'all-linear-lm': every linear layer of the language model (never the vision tower), "
+            "or a comma-separated list of module names."
+        },
+    )
+    metrics_csv: bool = field(default=True, metadata={"help": "Write metrics.csv in output_dir."})
+
+
+@dataclass
+class VisionGRPOConfig(VisionOptions, GRPOConfig):
+    """TRL's ``GRPOConfig`` plus image handling, pixel budget, vision freezing/LoRA and the advantage estimator."""
+
+    advantage_estimator: str = field(
+        default="grpo",
+        metadata={
+            "help": "'grpo' (TRL's group-normalised advantages), 'reinforce_pp' (Reinforce++: whitened over "
+            "the global batch) or 'rloo' (leave-one-out baseline)."
+        },
+    )
+
+    def __post_init__(self) -> None:
+        if self.advantage_estimator not in ("grpo", "reinforce_pp", "rloo"):
+            raise ValueError(
+                f"advantage_estimator={self.advantage_estimator!r}; choose 'grpo', 'reinforce_pp' or 'rloo'"
+            )
+        super().__post_init__()
+
+
+@dataclass
+class VisionSFTConfig(VisionOptions, SFTConfig):
+    """TRL's ``SFTConfig`` plus the same image options, so SFT sees exactly what GRPO will see."""

@@ -1,0 +1,181 @@
+"""``VisionGRPOTrainer``: TRL's ``GRPOTrainer`` with first-class image handling.
+
+What it adds, each in the narrowest override:
+
+- ``__init__``: loads the processor with the pixel budget, validates the dataset before the first step,
+  freezes the vision tower / builds a vision-free LoRA config, writes ``metrics.csv``.
+- ``_generate_and_score_completions``: turns each row's images (PIL, path, bytes, ``datasets.Image``) into
+  RGB images resized to the budget and adds ``image_sizes`` / ``original_image_sizes`` columns, which
+  TRL forwards to reward functions; afterwards swaps in the configured advantage estimator.
+- ``_tokenize_prompts``: checks, per sample, that the image placeholder tokens equal the image features.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from trl import GRPOTrainer
+
+from r1vision.trainer.config import VisionGRPOConfig
+from r1vision.trainer.metrics_csv import MetricsCSVCallback
+from r1vision.trainer.modeling import (
+    apply_budget_to_processor,
+    budget_for,
+    freeze_vision_tower,
+    lora_config,
+    model_family,
+)
+from r1vision.trainer.validation import row_label, validate_dataset
+from r1vision.vision.images import fit_to_budget, images_of_row, load_image
+
+logger = logging.getLogger(__name__)
+
+
+class ImagePlaceholderMismatchError(ValueError):
+    """The tokenized prompt's image tokens do not match the number of image features of its images."""
+
+
+class VisionGRPOTrainer(GRPOTrainer):
+    """GRPO for Qwen-VL models on image datasets. Takes the same arguments as ``trl.GRPOTrainer``."""
+
+    def __init__(
+        self,
+        model: str | Any,
+        reward_funcs: Callable | Sequence[Callable],
+        args: VisionGRPOConfig | None = None,
+        train_dataset: Any = None,
+        eval_dataset: Any = None,
+        processing_class: Any = None,
+        peft_config: Any = None,
+        callbacks: list | None = None,
+        **kwargs: Any,
+    ) -> None:
+        from transformers import AutoConfig, AutoProcessor
+
+        args = args or VisionGRPOConfig(output_dir="outputs/grpo")
+        model_id = model if isinstance(model, str) else model.config._name_or_path
+        config = AutoConfig.from_pretrained(model) if isinstance(model, str) else model.config
+        self.model_family = model_family(config)
+        if processing_class is None:
+            processing_class = AutoProcessor.from_pretrained(model_id, padding_side="left")
+        self.pixel_budget = budget_for(processing_class, self.model_family, args.min_pixels, args.max_pixels)
+        apply_budget_to_processor(processing_class, self.pixel_budget)
+
+        # Fail on bad rows now, naming them, rather than on the first batch that happens to contain them.
+        for name, dataset in (("train", train_dataset), ("eval", eval_dataset)):
+            if dataset is not None and not isinstance(dataset, dict):
+                checked = validate_dataset(dataset, args.image_root, args.validate_rows)
+                logger.info("validated %d %s rows", checked, name)
+        train_dataset = _with_row_index(train_dataset)
+        eval_dataset = _with_row_index(eval_dataset)
+
+        if peft_config is None and args.lora_r > 0:
+            peft_config = lora_config(args.lora_r, args.lora_alpha, args.lora_dropout, args.lora_target_modules)
+
+        callbacks = list(callbacks or [])
+        if args.metrics_csv:
+            callbacks.append(MetricsCSVCallback(os.path.join(args.output_dir, "metrics.csv")))
+
+        super().__init__(
+            model=model,
+            reward_funcs=list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else reward_funcs,
+            args=args,
+            train_dataset=train_dataset,
+            eval_dataset=eval_dataset,
+            processing_class=processing_class,
+            peft_config=peft_config,
+            callbacks=callbacks,
+            **kwargs,
+        )
+        if args.freeze_vision_tower:
+            freeze_vision_tower(self.model)
+        self._image_cache: tuple[Any, dict[str, Any]] | None = None
+        self._batch_labels: list[str] = []
+        self._last_rewards_per_func: torch.Tensor | None = None
+
+    # ----------------------------------------------------------------------------------------------- images
+    def _prepare_vision_row(self, row: dict[str, Any]) -> dict[str, Any]:
+        raw = images_of_row(row)
+        if not raw:
+            return row
+        # Rows arrive repeated num_generations times in a row; decode and resize each distinct row once.
+        key = row.get("row_index")
+        if key is not None and self._image_cache is not None and self._image_cache[0] == key:
+            extra = self._image_cache[1]
+        else:
+            images = [load_image(v, self.args.image_root) for v in raw]
+            resized = [fit_to_budget(img, self.pixel_budget) for img in images]
+            extra = {
+                "images": resized,
+                "image_sizes": [list(img.size) for img in resized],
+                "original_image_sizes": [list(img.size) for img in images],
+            }
+            if key is not None:
+                self._image_cache = (key, extra)
+        new = {k: v for k, v in row.items() if k != "image"}
+        new.update(extra)
+        return new
+
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        inputs = [self._prepare_vision_row(row) for row in inputs]
+        self._batch_labels = [row_label(row, row.get("row_index")) for row in inputs]
+        output = super()._generate_and_score_completions(inputs)
+        if self.args.advantage_estimator != "grpo" and self._last_rewards_per_func is not None:
+            output["advantages"] = self._custom_advantages(len(inputs))
+        return output
+
+    def _tokenize_prompts(self, prompts: list):
+        prompt_ids, images, multimodal_fields = super()._tokenize_prompts(prompts)
+        if images is not None and "image_grid_thw" in multimodal_fields:
+            self._check_placeholders(prompt_ids, images, multimodal_fields["image_grid_thw"])
+        return prompt_ids, images, multimodal_fields
+
+    def _check_placeholders(self, prompt_ids: list, images: list, grid_thw: torch.Tensor) -> None:
+        """Every sample must carry exactly as many image tokens as its images produce features."""
+        merge = getattr(self.processing_class.image_processor, "merge_size", 2)
+        per_image = (torch.as_tensor(grid_thw).prod(dim=-1) // (merge * merge)).tolist()
+        token_id = self._image_pad_token_id
+        cursor = 0
+        for i, (ids, imgs) in enumerate(zip(prompt_ids, images, strict=True)):
+            n_images = len(imgs or [])
+            expected = int(sum(per_image[cursor : cursor + n_images]))
+            cursor += n_images
+            found = sum(1 for t in ids if t == token_id)
+            if found != expected:
+                label = self._batch_labels[i] if i < len(self._batch_labels) else f"sample {i}"
+                raise ImagePlaceholderMismatchError(
+                    f"{label}: the prompt has {found} image placeholder tokens but its {n_images} image(s) "
+                    f"produce {expected} image features. Check that the prompt has one {{'type': 'image'}} "
+                    "part per image and no literal vision tokens in its text."
+                )
+
+    # ------------------------------------------------------------------------------------------- advantages
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        self._last_rewards_per_func = rewards_per_func
+        return rewards_per_func
+
+    def _custom_advantages(self, local_batch: int) -> torch.Tensor:
+        from r1vision.trainer.advantages import compute_advantages
+
+        rewards_per_func = self._last_rewards_per_func
+        weights = self.reward_weights.to(rewards_per_func.device).unsqueeze(0)
+        rewards = (rewards_per_func * weights).nansum(dim=1)
+        mode = "train" if self.model.training else "eval"
+        num_generations = self.num_generations if mode == "train" else self.num_generations_eval
+        advantages = compute_advantages(rewards, num_generations, self.args.advantage_estimator)
+        start = self.accelerator.process_index * local_batch
+        return advantages[start : start + local_batch]
+
+
+def _with_row_index(dataset: Any) -> Any:
+    """Add a ``row_index`` column (names rows in errors, keys the image cache); cheap for Arrow datasets."""
+    if dataset is None or isinstance(dataset, dict) or not hasattr(dataset, "add_column"):
+        return dataset
+    if "row_index" in getattr(dataset, "column_names", []) or not hasattr(dataset, "__len__"):
+        return dataset
+    return dataset.add_column("row_index", list(range(len(dataset))))

@@ -1,0 +1,76 @@
+"""Model-side helpers shared by GRPO and SFT: family detection, processor budget, vision freezing, LoRA."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from r1vision.vision.budget import FAMILY_PATCH, PixelBudget
+
+LM_LINEAR_NAMES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def model_family(config: Any) -> str:
+    """``qwen2_vl`` / ``qwen2_5_vl`` / ``qwen3_vl`` from a model config (or its ``model_type``)."""
+    model_type = config if isinstance(config, str) else getattr(config, "model_type", "")
+    for family in ("qwen2_5_vl", "qwen3_vl", "qwen2_vl"):
+        if model_type.startswith(family):
+            return family
+    raise ValueError(
+        f"model type {model_type!r} is not a supported vision-language family ({', '.join(FAMILY_PATCH)})"
+    )
+
+
+def budget_for(processor: Any, family: str, min_pixels: int | None, max_pixels: int | None) -> PixelBudget:
+    """The pixel budget: explicit values win, else the processor's own ``size``, else the family default."""
+    size = getattr(getattr(processor, "image_processor", None), "size", None) or {}
+    lo = min_pixels if min_pixels is not None else size.get("shortest_edge")
+    hi = max_pixels if max_pixels is not None else size.get("longest_edge")
+    return PixelBudget.for_family(family, min_pixels=lo, max_pixels=hi)
+
+
+def apply_budget_to_processor(processor: Any, budget: PixelBudget) -> None:
+    """Give the processor the same budget, so its own resize of our pre-resized images is the identity."""
+    ip = processor.image_processor
+    ip.size = {"shortest_edge": budget.min_pixels, "longest_edge": budget.max_pixels}
+    for attr, value in (("min_pixels", budget.min_pixels), ("max_pixels", budget.max_pixels)):
+        if hasattr(ip, attr):
+            setattr(ip, attr, value)
+
+
+def is_vision_param(name: str) -> bool:
+    """True for parameters of the vision tower and its patch merger (``visual.*`` in Qwen-VL)."""
+    return ".visual." in f".{name}" or name.startswith("visual.")
+
+
+def freeze_vision_tower(model: Any) -> int:
+    """Set ``requires_grad=False`` on every vision parameter; return how many tensors were frozen."""
+    n = 0
+    for name, param in model.named_parameters():
+        if is_vision_param(name):
+            param.requires_grad_(False)
+            n += 1
+    if n == 0:
+        raise ValueError("freeze_vision_tower: found no vision parameters (expected names containing 'visual.')")
+    return n
+
+
+def lora_config(r: int, alpha: int, dropout: float, target: str):
+    """A peft ``LoraConfig`` on the language model's linear layers only (the vision tower never gets adapters)."""
+    from peft import LoraConfig
+
+    if target == "all-linear-lm":
+        names = "|".join(LM_LINEAR_NAMES)
+        # Regex on full module names: language-model projections only; vision blocks reuse some names.
+        target_modules: Any = rf"^(?!.*visual).*language_model.*\.({names})$"
+        exclude = None
+    else:
+        target_modules = [t.strip() for t in target.split(",") if t.strip()]
+        exclude = r".*visual.*"  # user-named modules may exist in the vision tower too (e.g. "qkv", "proj")
+    return LoraConfig(
+        r=r,
+        lora_alpha=alpha,
+        lora_dropout=dropout,
+        target_modules=target_modules,
+        exclude_modules=exclude,
+        task_type="CAUSAL_LM",
+    )

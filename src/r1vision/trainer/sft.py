@@ -1,0 +1,101 @@
+"""``VisionSFTTrainer``: TRL's ``SFTTrainer`` on the same rows, images and pixel budget as GRPO.
+
+The output directory holds the model *and* the processor, so it is a valid ``--model`` for
+``r1vision grpo`` (SFT → GRPO).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from trl import SFTTrainer
+
+from r1vision.trainer.config import VisionSFTConfig
+from r1vision.trainer.metrics_csv import MetricsCSVCallback
+from r1vision.trainer.modeling import (
+    apply_budget_to_processor,
+    budget_for,
+    freeze_vision_tower,
+    lora_config,
+    model_family,
+)
+from r1vision.trainer.validation import validate_dataset
+from r1vision.vision.budget import PixelBudget
+from r1vision.vision.images import fit_to_budget, images_of_row, load_image
+
+logger = logging.getLogger(__name__)
+
+
+class BudgetedImageCollator:
+    """Wraps TRL's vision collator: loads each row's images and resizes them to the budget first."""
+
+    def __init__(self, inner: Any, budget: PixelBudget, image_root: str | None) -> None:
+        self.inner = inner
+        self.budget = budget
+        self.image_root = image_root
+
+    def __call__(self, examples: list[dict[str, Any]]) -> dict[str, Any]:
+        prepared = []
+        for row in examples:
+            raw = images_of_row(row)
+            new = {k: v for k, v in row.items() if k not in ("image", "images")}
+            new["images"] = [fit_to_budget(load_image(v, self.image_root), self.budget) for v in raw]
+            prepared.append(new)
+        return self.inner(prepared)
+
+
+class VisionSFTTrainer(SFTTrainer):
+    """SFT for Qwen-VL models with r1vision's image handling. Same arguments as ``trl.SFTTrainer``."""
+
+    def __init__(
+        self,
+        model: str | Any,
+        args: VisionSFTConfig | None = None,
+        train_dataset: Any = None,
+        eval_dataset: Any = None,
+        processing_class: Any = None,
+        peft_config: Any = None,
+        callbacks: list | None = None,
+        **kwargs: Any,
+    ) -> None:
+        from transformers import AutoConfig, AutoProcessor
+
+        args = args or VisionSFTConfig(output_dir="outputs/sft")
+        model_id = model if isinstance(model, str) else model.config._name_or_path
+        config = AutoConfig.from_pretrained(model) if isinstance(model, str) else model.config
+        self.model_family = model_family(config)
+        if processing_class is None:
+            processing_class = AutoProcessor.from_pretrained(model_id)
+        self.pixel_budget = budget_for(processing_class, self.model_family, args.min_pixels, args.max_pixels)
+        apply_budget_to_processor(processing_class, self.pixel_budget)
+        for dataset in (train_dataset, eval_dataset):
+            if dataset is not None and not isinstance(dataset, dict):
+                validate_dataset(dataset, args.image_root, args.validate_rows)
+        if peft_config is None and args.lora_r > 0:
+            peft_config = lora_config(args.lora_r, args.lora_alpha, args.lora_dropout, args.lora_target_modules)
+        callbacks = list(callbacks or [])
+        if args.metrics_csv:
+            callbacks.append(MetricsCSVCallback(os.path.join(args.output_dir, "metrics.csv")))
+        super().__init__(
+            model=model,
+            args=args,
+            train_dataset=train_dataset,
+            eval_dataset=eval_dataset,
+            processing_class=processing_class,
+            peft_config=peft_config,
+            callbacks=callbacks,
+            **kwargs,
+        )
+        if args.freeze_vision_tower:
+            freeze_vision_tower(self.model)
+        if getattr(self, "_is_vision_dataset", False):
+            self.data_collator = BudgetedImageCollator(self.data_collator, self.pixel_budget, args.image_root)
+
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        """Save as TRL does, plus the processor, so the folder loads as a complete model for GRPO."""
+        super().save_model(output_dir, _internal_call)
+        target = output_dir or self.args.output_dir
+        if self.args.should_save:
+            self.processing_class.save_pretrained(target)

@@ -1,0 +1,101 @@
+"""Checks that run before training, so bad rows fail in seconds instead of hours into a run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from r1vision.vision.images import ImageLoadError, describe_source, images_of_row, load_image
+
+# Literal vision tokens in a prompt's text desynchronise placeholders and features (TRL #6401/#6294).
+_RAW_VISION_MARKERS = ("<|image_pad|>", "<|vision_start|>", "<|vision_end|>", "<|video_pad|>")
+
+
+class DatasetValidationError(ValueError):
+    """A dataset row cannot be trained on; the message names the row and the offending field or path."""
+
+
+def row_label(row: dict[str, Any], index: int | None) -> str:
+    """How a row is named in error messages: its index plus an id column when it has one."""
+    parts = [f"row {index}"] if index is not None else ["row ?"]
+    for key in ("id", "image_id", "row_id"):
+        if key in row and row[key] is not None:
+            parts.append(f"{key}={row[key]!r}")
+            break
+    return " ".join(parts)
+
+
+def count_image_parts(prompt: Any) -> int:
+    """Number of ``{"type": "image"}`` parts in a conversational prompt (0 for plain text)."""
+    if not isinstance(prompt, list):
+        return 0
+    n = 0
+    for message in prompt:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            n += sum(1 for part in content if isinstance(part, dict) and part.get("type") == "image")
+    return n
+
+
+def prompt_texts(prompt: Any) -> list[str]:
+    """All text of a prompt, conversational or plain."""
+    if isinstance(prompt, str):
+        return [prompt]
+    texts: list[str] = []
+    for message in prompt or []:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            texts.extend(p.get("text") or "" for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return texts
+
+
+def validate_row(row: dict[str, Any], index: int | None, image_root: str | None = None) -> None:
+    """Raise :class:`DatasetValidationError` if ``row`` cannot be trained on."""
+    label = row_label(row, index)
+    if "prompt" not in row:
+        raise DatasetValidationError(f"{label}: no 'prompt' column (columns: {sorted(row)})")
+    prompt = row["prompt"]
+    images = images_of_row(row)
+    column = "images" if row.get("images") is not None else "image"
+    for text in prompt_texts(prompt):
+        for marker in _RAW_VISION_MARKERS:
+            if marker in text:
+                raise DatasetValidationError(
+                    f"{label}: prompt text contains the literal token {marker}; use a {{'type': 'image'}} "
+                    "content part instead, the processor inserts and expands vision tokens itself"
+                )
+    n_parts = count_image_parts(prompt)
+    if n_parts and len(images) != n_parts:
+        raise DatasetValidationError(
+            f"{label}: prompt has {n_parts} image part(s) but the row has {len(images)} image(s) in '{column}'"
+        )
+    if images and not isinstance(prompt, list):
+        raise DatasetValidationError(
+            f"{label}: rows with images need a conversational prompt (a list of messages), got {type(prompt).__name__}"
+        )
+    for j, value in enumerate(images):
+        if value is None:
+            raise DatasetValidationError(f"{label}: {column}[{j}] is empty")
+        try:
+            load_image(value, image_root)
+        except ImageLoadError as exc:
+            raise DatasetValidationError(f"{label}: {column}[{j}] ({describe_source(value)}): {exc}") from exc
+
+
+def validate_dataset(dataset: Any, image_root: str | None = None, limit: int | None = None) -> int:
+    """Validate the first ``limit`` rows (all when ``None``; none when 0); return how many were checked."""
+    if limit == 0 or dataset is None:
+        return 0
+    if hasattr(dataset, "__len__") and hasattr(dataset, "select"):
+        n = len(dataset) if limit is None else min(limit, len(dataset))
+        rows = dataset.select(range(n))
+    elif hasattr(dataset, "take"):  # IterableDataset
+        rows = dataset.take(limit) if limit is not None else dataset
+    else:
+        rows = dataset if limit is None else list(dataset)[:limit]
+    checked = 0
+    for i, row in enumerate(rows):
+        validate_row(row, i, image_root)
+        checked += 1
+    return checked

@@ -1,0 +1,104 @@
+"""Image-only Qwen-VL processors that work without torchvision.
+
+transformers' stock ``Qwen2VLProcessor`` / ``Qwen2_5_VLProcessor`` / ``Qwen3VLProcessor`` require a video
+processor, and the video processor requires torchvision, which has no CPU build matching torch 2.13.
+These subclasses drop the video processor from the constructor (so ``from_pretrained`` does not try to
+load one) and are registered with ``AutoProcessor`` for the three model types when r1vision is imported,
+so ``AutoProcessor.from_pretrained`` works for real Hub checkpoints and for our tiny models alike.
+
+The saved ``processor_config.json`` keeps the stock class name, so folders we write stay standard.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from transformers import (
+    AutoProcessor,
+    Qwen2_5_VLConfig,
+    Qwen2_5_VLProcessor,
+    Qwen2VLConfig,
+    Qwen2VLProcessor,
+    Qwen3VLConfig,
+    Qwen3VLProcessor,
+)
+
+
+class _ImageOnlyMixin:
+    """Shared behaviour: no video processor, and save under the stock class name."""
+
+    _stock_name: str = ""
+
+    def to_dict(self) -> dict[str, Any]:  # type: ignore[override]
+        out = super().to_dict()  # type: ignore[misc]
+        out["processor_class"] = self._stock_name
+        return out
+
+
+class ImageOnlyQwen2VLProcessor(_ImageOnlyMixin, Qwen2VLProcessor):
+    """Qwen2-VL processor for images only (no torchvision needed)."""
+
+    _stock_name = "Qwen2VLProcessor"
+
+    def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
+        kwargs.pop("video_processor", None)
+        super().__init__(image_processor, tokenizer, video_processor=None, chat_template=chat_template, **kwargs)
+
+
+class ImageOnlyQwen2_5_VLProcessor(_ImageOnlyMixin, Qwen2_5_VLProcessor):
+    """Qwen2.5-VL processor for images only (no torchvision needed)."""
+
+    _stock_name = "Qwen2_5_VLProcessor"
+
+    def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
+        kwargs.pop("video_processor", None)
+        super().__init__(image_processor, tokenizer, video_processor=None, chat_template=chat_template, **kwargs)
+
+
+class ImageOnlyQwen3VLProcessor(_ImageOnlyMixin, Qwen3VLProcessor):
+    """Qwen3-VL processor for images only (no torchvision needed)."""
+
+    _stock_name = "Qwen3VLProcessor"
+
+    def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
+        kwargs.pop("video_processor", None)
+        super().__init__(image_processor, tokenizer, video_processor=None, chat_template=chat_template, **kwargs)
+
+
+PROCESSOR_CLASSES = {
+    "qwen2_vl": ImageOnlyQwen2VLProcessor,
+    "qwen2_5_vl": ImageOnlyQwen2_5_VLProcessor,
+    "qwen3_vl": ImageOnlyQwen3VLProcessor,
+}
+
+
+_STOCK_TO_IMAGE_ONLY = {cls._stock_name: cls for cls in PROCESSOR_CLASSES.values()}
+
+
+def register_processors() -> None:
+    """Route ``AutoProcessor`` for Qwen-VL models to the image-only processors (idempotent).
+
+    Registration by config type covers folders without a ``processor_class`` entry. Hub checkpoints name
+    the stock class in ``preprocessor_config.json``, which ``AutoProcessor`` resolves by name before it
+    looks at the config type; when torchvision is missing (the stock class cannot load) we also redirect
+    those names. With a working torchvision the stock classes are left alone.
+    """
+    from transformers.models.auto import processing_auto
+    from transformers.utils import is_torchvision_available
+
+    for config_cls, proc_cls in (
+        (Qwen2VLConfig, ImageOnlyQwen2VLProcessor),
+        (Qwen2_5_VLConfig, ImageOnlyQwen2_5_VLProcessor),
+        (Qwen3VLConfig, ImageOnlyQwen3VLProcessor),
+    ):
+        AutoProcessor.register(config_cls, proc_cls, exist_ok=True)
+
+    if is_torchvision_available() or getattr(processing_auto.processor_class_from_name, "_r1vision", False):
+        return
+    original = processing_auto.processor_class_from_name
+
+    def processor_class_from_name(class_name: str):
+        return _STOCK_TO_IMAGE_ONLY.get(class_name) or original(class_name)
+
+    processor_class_from_name._r1vision = True  # type: ignore[attr-defined]
+    processing_auto.processor_class_from_name = processor_class_from_name

@@ -1,0 +1,56 @@
+"""Shared fixtures: tiny models (built once, cached on disk) and small synthetic datasets."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("WANDB_DISABLED", "true")
+
+FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
+
+
+@pytest.fixture(scope="session")
+def tiny_model():
+    """``tiny_model(family)`` -> path of a cached tiny model folder."""
+    from r1vision.testing.tiny import tiny_model_path
+
+    return lambda family="qwen2_vl", **kw: str(tiny_model_path(family, **kw))
+
+
+@pytest.fixture(scope="session")
+def color_dir(tmp_path_factory) -> Path:
+    """A synthetic ``color`` dataset with train and test splits (PNG files + jsonl)."""
+    from r1vision.synthetic.color import synth_color
+
+    root = tmp_path_factory.mktemp("color")
+    synth_color(root, 16, seed=0, split="train")
+    synth_color(root, 8, seed=0, split="test")
+    return root
+
+
+def varied_reward(prompts, completions, **kwargs):
+    """A reward with spread across a group, so GRPO advantages (and gradients) are non-zero."""
+    out = []
+    for c in completions:
+        text = c if isinstance(c, str) else c[-1]["content"]
+        out.append(len(set(text)) / 10.0)
+    return out
+
+
+def grpo_args(out_dir, **overrides):
+    """Small, fast GRPO settings for CPU tests."""
+    from r1vision.trainer.config import VisionGRPOConfig
+
+    base = dict(
+        output_dir=str(out_dir), per_device_train_batch_size=4, num_generations=4, max_completion_length=8,
+        max_steps=2, logging_steps=1, use_cpu=True, report_to=[], learning_rate=1e-2, save_strategy="no",
+        max_pixels=56 * 56, seed=0, disable_tqdm=True,
+    )
+    base.update(overrides)
+    return VisionGRPOConfig(**base)
