@@ -48,9 +48,19 @@ def grpo_args(out_dir, **overrides):
     from r1vision.trainer.config import VisionGRPOConfig
 
     base = dict(
-        output_dir=str(out_dir), per_device_train_batch_size=4, num_generations=4, max_completion_length=8,
-        max_steps=2, logging_steps=1, use_cpu=True, report_to=[], learning_rate=1e-2, save_strategy="no",
-        max_pixels=56 * 56, seed=0, disable_tqdm=True,
+        output_dir=str(out_dir),
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=8,
+        max_steps=2,
+        logging_steps=1,
+        use_cpu=True,
+        report_to=[],
+        learning_rate=1e-2,
+        save_strategy="no",
+        max_pixels=56 * 56,
+        seed=0,
+        disable_tqdm=True,
     )
     base.update(overrides)
     return VisionGRPOConfig(**base)

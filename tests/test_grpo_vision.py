@@ -4,9 +4,9 @@ import math
 
 import pytest
 import torch
-from conftest import grpo_args, varied_reward
 from PIL import Image
 
+from conftest import grpo_args, varied_reward
 from r1vision.tasks import get_task
 from r1vision.trainer.grpo import VisionGRPOTrainer
 
@@ -27,7 +27,9 @@ def test_trains_and_rewards_see_images_and_resized_sizes(tiny_model, color_dir, 
     # 56x56 originals, a budget that forces 28x28 or 32x32: the resize is real.
     factor = 32 if family == "qwen3_vl" else 28
     args = grpo_args(tmp_path, min_pixels=factor * factor, max_pixels=factor * factor)
-    trainer = VisionGRPOTrainer(tiny_model(family), [varied_reward, spy], args=args, train_dataset=_color_dataset(color_dir))
+    trainer = VisionGRPOTrainer(
+        tiny_model(family), [varied_reward, spy], args=args, train_dataset=_color_dataset(color_dir)
+    )
     before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
     result = trainer.train()
 
@@ -55,10 +57,21 @@ def test_multi_image_row_trains(tiny_model, tmp_path):
 
     def row(i):
         return {
-            "prompt": [{"role": "user", "content": [
-                {"type": "image"}, {"type": "text", "text": "left"}, {"type": "image"}, {"type": "text", "text": "right"},
-            ]}],
-            "images": [Image.new("RGB", (56, 56), (i * 40, 0, 0)), Image.new("RGB", (84, 56), (0, i * 40, 0))],
+            "prompt": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "image"},
+                        {"type": "text", "text": "left"},
+                        {"type": "image"},
+                        {"type": "text", "text": "right"},
+                    ],
+                }
+            ],
+            "images": [
+                Image.new("RGB", (56, 56), (i * 40, 0, 0)),
+                Image.new("RGB", (84, 56), (0, i * 40, 0)),
+            ],
         }
 
     seen = {}
@@ -89,9 +102,14 @@ def test_plain_image_column_and_bytes(tiny_model, color_dir, tmp_path):
         return buf.getvalue()
 
     rows = [
-        {"prompt": [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "colour?"}]}], "image": png(c)}
+        {
+            "prompt": [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "colour?"}]}],
+            "image": png(c),
+        }
         for c in ("red", "blue", "green", "yellow")
     ]
     args = grpo_args(tmp_path, max_steps=1)
-    trainer = VisionGRPOTrainer(tiny_model("qwen2_vl"), [varied_reward], args=args, train_dataset=Dataset.from_list(rows))
+    trainer = VisionGRPOTrainer(
+        tiny_model("qwen2_vl"), [varied_reward], args=args, train_dataset=Dataset.from_list(rows)
+    )
     assert math.isfinite(trainer.train().training_loss)

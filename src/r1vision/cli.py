@@ -114,8 +114,17 @@ def _infer(argv: Sequence[str]) -> int:
     a = p.parse_args(argv)
     options = SamplingOptions(a.max_new_tokens, a.temperature, a.top_p, a.num_samples, a.seed)
     out = run_inference(
-        get_task(a.task), a.model, a.dataset, a.out, split=a.split, batch_size=a.batch_size, options=options,
-        min_pixels=a.min_pixels, max_pixels=a.max_pixels, limit=a.limit, image_root=a.image_root,
+        get_task(a.task),
+        a.model,
+        a.dataset,
+        a.out,
+        split=a.split,
+        batch_size=a.batch_size,
+        options=options,
+        min_pixels=a.min_pixels,
+        max_pixels=a.max_pixels,
+        limit=a.limit,
+        image_root=a.image_root,
     )
     print(f"predictions in {out}")
     return 0

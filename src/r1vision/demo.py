@@ -18,8 +18,17 @@ def _evaluate(task, model: str, data: Path, out: Path, max_pixels: int) -> dict[
     from r1vision.generation.infer import run_inference
     from r1vision.tasks.base import evaluate_files
 
-    run_inference(task, model, str(data), out, split="test", batch_size=16,
-                  options=SamplingOptions(max_new_tokens=12), max_pixels=max_pixels, progress=False)
+    run_inference(
+        task,
+        model,
+        str(data),
+        out,
+        split="test",
+        batch_size=16,
+        options=SamplingOptions(max_new_tokens=12),
+        max_pixels=max_pixels,
+        progress=False,
+    )
     return evaluate_files(task, str(data), str(out), split="test").metrics
 
 
@@ -50,13 +59,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     base = str(tiny_model_path("qwen2_vl", seed=a.seed, hidden=64, layers=2))
     print(f"[2/5] tiny model: {base}", flush=True)
 
-    common = dict(report_to=[], use_cpu=True, seed=a.seed, logging_steps=1, save_strategy="no",
-                  max_pixels=max_pixels, disable_tqdm=False)
+    common = dict(
+        report_to=[],
+        use_cpu=True,
+        seed=a.seed,
+        logging_steps=1,
+        save_strategy="no",
+        max_pixels=max_pixels,
+        disable_tqdm=False,
+    )
     sft_dir = str(out / "sft")
     run_sft(
         ScriptArguments(model=base, dataset=str(data), task="color"),
-        VisionSFTConfig(output_dir=sft_dir, max_steps=sft_steps, per_device_train_batch_size=8,
-                        learning_rate=2e-3, lr_scheduler_type="cosine", **common),
+        VisionSFTConfig(
+            output_dir=sft_dir,
+            max_steps=sft_steps,
+            per_device_train_batch_size=8,
+            learning_rate=2e-3,
+            lr_scheduler_type="cosine",
+            **common,
+        ),
     )
     sft_metrics = _evaluate(task, sft_dir, data, out / "pred_sft", max_pixels)
     print(f"[3/5] SFT done: accuracy {sft_metrics.get('reward/accuracy', 0):.3f}", flush=True)
@@ -64,18 +86,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     grpo_dir = str(out / "grpo")
     run_grpo(
         ScriptArguments(model=sft_dir, dataset=str(data), task="color"),
-        VisionGRPOConfig(output_dir=grpo_dir, max_steps=grpo_steps, per_device_train_batch_size=8,
-                         num_generations=8, max_completion_length=12, learning_rate=3e-4, beta=0.0,
-                         temperature=1.0, **common),
+        VisionGRPOConfig(
+            output_dir=grpo_dir,
+            max_steps=grpo_steps,
+            per_device_train_batch_size=8,
+            num_generations=8,
+            max_completion_length=12,
+            learning_rate=3e-4,
+            beta=0.0,
+            temperature=1.0,
+            **common,
+        ),
     )
     grpo_metrics = _evaluate(task, grpo_dir, data, out / "pred_grpo", max_pixels)
     print("[4/5] GRPO done", flush=True)
 
     keys = sorted(set(sft_metrics) | set(grpo_metrics))
     table = ["| metric | SFT | SFT + GRPO |", "|---|---|---|"]
-    table += [f"| {k} | {sft_metrics.get(k, float('nan')):.3f} | {grpo_metrics.get(k, float('nan')):.3f} |" for k in keys]
+    table += [
+        f"| {k} | {sft_metrics.get(k, float('nan')):.3f} | {grpo_metrics.get(k, float('nan')):.3f} |"
+        for k in keys
+    ]
     (out / "eval_table.md").write_text("\n".join(table) + "\n")
     (out / "eval.json").write_text(json.dumps({"sft": sft_metrics, "sft+grpo": grpo_metrics}, indent=2))
     print("[5/5] held-out evaluation (color task):\n" + "\n".join(table))
-    print(f"\ndemo finished in {time.time() - start:.0f}s; outputs in {out}/ (metrics.csv under sft/ and grpo/)")
+    print(
+        f"\ndemo finished in {time.time() - start:.0f}s; outputs in {out}/ (metrics.csv under sft/ and grpo/)"
+    )
     return 0

@@ -25,7 +25,8 @@ class ScriptArguments:
         default=None, metadata={"help": "Comma-separated reward names to use (default: all of the task's)."}
     )
     task_options: str | None = field(
-        default=None, metadata={"help": "JSON object of task-specific options passed to load() and rewards()."}
+        default=None,
+        metadata={"help": "JSON object of task-specific options passed to load() and rewards()."},
     )
 
     def __post_init__(self) -> None:
@@ -72,7 +73,9 @@ def run_grpo(script: ScriptArguments, config: Any) -> str:
         wanted = [r.strip() for r in script.rewards.split(",") if r.strip()]
         unknown = sorted(set(wanted) - {s.name for s in specs})
         if unknown:
-            raise ValueError(f"unknown reward(s) {unknown} for task {task.name}; has {[s.name for s in specs]}")
+            raise ValueError(
+                f"unknown reward(s) {unknown} for task {task.name}; has {[s.name for s in specs]}"
+            )
         specs = [s for s in specs if s.name in wanted]
     if config.reward_weights is None:
         config.reward_weights = [s.weight for s in specs]

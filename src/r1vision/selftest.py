@@ -68,9 +68,17 @@ def _grpo(workdir: Path, family: str, layout: str) -> str:
     dataset = task.load(workdir / "data").remove_columns(["completion"])
     model = tiny_model_path(family, cache_dir=workdir / "models")
     args = VisionGRPOConfig(
-        output_dir=str(workdir / "grpo"), per_device_train_batch_size=4, num_generations=4,
-        max_completion_length=8, max_steps=2, logging_steps=1, report_to=[], save_strategy="no",
-        use_cpu=True, max_pixels=56 * 56, learning_rate=1e-3,
+        output_dir=str(workdir / "grpo"),
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=8,
+        max_steps=2,
+        logging_steps=1,
+        report_to=[],
+        save_strategy="no",
+        use_cpu=True,
+        max_pixels=56 * 56,
+        learning_rate=1e-3,
     )
 
     def length_reward(prompts, completions, **kwargs):
@@ -98,5 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _check(f"grpo 2 steps ({a.layout})", lambda: _grpo(work, a.family, a.layout)),
         ]
     ok = all(results)
-    print(f"\nselftest: {sum(results)}/{len(results)} checks passed" + ("" if ok else " — see FAIL lines above"))
+    print(
+        f"\nselftest: {sum(results)}/{len(results)} checks passed" + ("" if ok else " — see FAIL lines above")
+    )
     return 0 if ok else 1

@@ -19,7 +19,9 @@ COLORS = {
 SHAPES = ("circle", "square", "triangle")
 
 
-def draw_shape(draw: ImageDraw.ImageDraw, shape: str, box: tuple[int, int, int, int], fill: tuple[int, int, int]):
+def draw_shape(
+    draw: ImageDraw.ImageDraw, shape: str, box: tuple[int, int, int, int], fill: tuple[int, int, int]
+):
     """Draw ``shape`` filling ``box`` (x1, y1, x2, y2)."""
     x1, y1, x2, y2 = box
     if shape == "circle":

@@ -62,7 +62,9 @@ class Task(ABC):
         """Target text for SFT of one raw row. Tasks without SFT targets may leave it unimplemented."""
         raise NotImplementedError(f"task {self.name!r} has no SFT target")
 
-    def evaluate(self, rows: Sequence[dict[str, Any]], completions: Sequence[str], **kwargs: Any) -> EvalResult:
+    def evaluate(
+        self, rows: Sequence[dict[str, Any]], completions: Sequence[str], **kwargs: Any
+    ) -> EvalResult:
         """Score model outputs against rows. Default: mean of every reward function."""
         prompts = [r.get("prompt") for r in rows]
         columns = {k: [r.get(k) for r in rows] for k in rows[0]} if rows else {}
@@ -118,5 +120,7 @@ def evaluate_files(task: Task, gt: str, pred: str, split: str = "test", **kwargs
     completions = [by_index[i]["completion"] if i in by_index else "" for i in range(len(rows))]
     result = task.evaluate([rows[i] for i in range(len(rows))], completions, **kwargs)
     result.metrics.setdefault("num_items", float(len(rows)))
-    result.metrics.setdefault("missing_predictions", float(sum(1 for i in range(len(rows)) if i not in by_index)))
+    result.metrics.setdefault(
+        "missing_predictions", float(sum(1 for i in range(len(rows)) if i not in by_index))
+    )
     return result

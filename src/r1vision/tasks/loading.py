@@ -43,7 +43,9 @@ def load_rows(source: str | Path, split: str = "train", required: Sequence[str] 
     elif path.is_dir():
         data_file = _split_file(path, split)
         if data_file is None:
-            raise DatasetLoadError(f"{path}: no data file for split {split!r} (looked for {split}.jsonl/.parquet/...)")
+            raise DatasetLoadError(
+                f"{path}: no data file for split {split!r} (looked for {split}.jsonl/.parquet/...)"
+            )
     elif path.is_file():
         data_file = path
     elif str(source).startswith((".", "/")) or path.suffix in _FILE_BUILDERS:

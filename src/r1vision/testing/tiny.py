@@ -90,8 +90,17 @@ def _train_tokenizer(corpus: Iterable[str], vocab_size: int):
     return fast
 
 
-def _configs(family: str, vocab_size: int, hidden: int, layers: int, heads: int, vision_width: int, vision_depth: int,
-             ids: dict[str, int], rope_theta: float):
+def _configs(
+    family: str,
+    vocab_size: int,
+    hidden: int,
+    layers: int,
+    heads: int,
+    vision_width: int,
+    vision_depth: int,
+    ids: dict[str, int],
+    rope_theta: float,
+):
     """Model config for ``family`` with a tiny text and vision tower."""
     head_dim = hidden // heads
     half = head_dim // 2
@@ -122,29 +131,66 @@ def _configs(family: str, vocab_size: int, hidden: int, layers: int, heads: int,
     if family == "qwen2_vl":
         from transformers import Qwen2VLConfig
 
-        text.update(rope_parameters={"rope_type": "default", "rope_theta": rope_theta, "mrope_section": mrope})
-        vision = dict(depth=vision_depth, embed_dim=vision_width, hidden_size=hidden, num_heads=2, mlp_ratio=2,
-                      patch_size=14, spatial_merge_size=2, temporal_patch_size=2, in_channels=3)
+        text.update(
+            rope_parameters={"rope_type": "default", "rope_theta": rope_theta, "mrope_section": mrope}
+        )
+        vision = dict(
+            depth=vision_depth,
+            embed_dim=vision_width,
+            hidden_size=hidden,
+            num_heads=2,
+            mlp_ratio=2,
+            patch_size=14,
+            spatial_merge_size=2,
+            temporal_patch_size=2,
+            in_channels=3,
+        )
         return Qwen2VLConfig(text_config=text, vision_config=vision, **common)
     if family == "qwen2_5_vl":
         from transformers import Qwen2_5_VLConfig
 
-        text.update(rope_parameters={"rope_type": "default", "rope_theta": rope_theta, "mrope_section": mrope})
-        vision = dict(depth=vision_depth, hidden_size=vision_width, out_hidden_size=hidden,
-                      intermediate_size=vision_width * 2, num_heads=2, patch_size=14, spatial_merge_size=2,
-                      temporal_patch_size=2, window_size=56, fullatt_block_indexes=[vision_depth - 1],
-                      in_channels=3)
+        text.update(
+            rope_parameters={"rope_type": "default", "rope_theta": rope_theta, "mrope_section": mrope}
+        )
+        vision = dict(
+            depth=vision_depth,
+            hidden_size=vision_width,
+            out_hidden_size=hidden,
+            intermediate_size=vision_width * 2,
+            num_heads=2,
+            patch_size=14,
+            spatial_merge_size=2,
+            temporal_patch_size=2,
+            window_size=56,
+            fullatt_block_indexes=[vision_depth - 1],
+            in_channels=3,
+        )
         return Qwen2_5_VLConfig(text_config=text, vision_config=vision, **common)
     if family == "qwen3_vl":
         from transformers import Qwen3VLConfig
 
-        text.update(head_dim=head_dim,
-                    rope_parameters={"rope_type": "default", "rope_theta": rope_theta, "mrope_section": mrope,
-                                     "mrope_interleaved": True})
-        vision = dict(depth=vision_depth, hidden_size=vision_width, out_hidden_size=hidden,
-                      intermediate_size=vision_width * 2, num_heads=2, patch_size=16, spatial_merge_size=2,
-                      temporal_patch_size=2, num_position_embeddings=64,
-                      deepstack_visual_indexes=[0] if vision_depth > 1 else [], in_channels=3)
+        text.update(
+            head_dim=head_dim,
+            rope_parameters={
+                "rope_type": "default",
+                "rope_theta": rope_theta,
+                "mrope_section": mrope,
+                "mrope_interleaved": True,
+            },
+        )
+        vision = dict(
+            depth=vision_depth,
+            hidden_size=vision_width,
+            out_hidden_size=hidden,
+            intermediate_size=vision_width * 2,
+            num_heads=2,
+            patch_size=16,
+            spatial_merge_size=2,
+            temporal_patch_size=2,
+            num_position_embeddings=64,
+            deepstack_visual_indexes=[0] if vision_depth > 1 else [],
+            in_channels=3,
+        )
         return Qwen3VLConfig(text_config=text, vision_config=vision, **common)
     raise ValueError(f"unknown family {family!r}; choose one of {', '.join(FAMILIES)}")
 
@@ -191,7 +237,9 @@ def make_tiny_model(
         "vision_start": tokenizer.convert_tokens_to_ids("<|vision_start|>"),
         "vision_end": tokenizer.convert_tokens_to_ids("<|vision_end|>"),
     }
-    config = _configs(family, len(tokenizer), hidden, layers, heads, vision_width, vision_depth, ids, rope_theta)
+    config = _configs(
+        family, len(tokenizer), hidden, layers, heads, vision_width, vision_depth, ids, rope_theta
+    )
 
     budget = PixelBudget.for_family(family, min_pixels=min_pixels, max_pixels=max_pixels)
     patch = 16 if family == "qwen3_vl" else 14
@@ -223,7 +271,9 @@ def default_cache_dir() -> Path:
     return Path(root) / "tiny-models"
 
 
-def tiny_model_path(family: str = "qwen2_vl", seed: int = 0, cache_dir: str | Path | None = None, **kwargs) -> Path:
+def tiny_model_path(
+    family: str = "qwen2_vl", seed: int = 0, cache_dir: str | Path | None = None, **kwargs
+) -> Path:
     """Build (once) and return a cached tiny model folder for these arguments.
 
     The cache key covers every argument and this module's source, so changing the factory rebuilds.

@@ -12,14 +12,18 @@ class VisionOptions:
     """Options shared by GRPO and SFT: where images live, the pixel budget, what to train."""
 
     image_root: str | None = field(
-        default=None, metadata={"help": "Directory that relative image paths in the dataset are resolved against."}
+        default=None,
+        metadata={"help": "Directory that relative image paths in the dataset are resolved against."},
     )
     min_pixels: int | None = field(
-        default=None, metadata={"help": "Minimum image area after resizing (None: the model family's default)."}
+        default=None,
+        metadata={"help": "Minimum image area after resizing (None: the model family's default)."},
     )
     max_pixels: int | None = field(
         default=None,
-        metadata={"help": "Maximum image area after resizing; bounds the number of image tokens (area / factor²)."},
+        metadata={
+            "help": "Maximum image area after resizing; bounds the number of image tokens (area / factor²)."
+        },
     )
     validate_rows: int | None = field(
         default=None,

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 from trl import GRPOTrainer
 
+from r1vision.trainer.checkpoint import CheckpointRenameMixin
 from r1vision.trainer.config import VisionGRPOConfig
 from r1vision.trainer.metrics_csv import MetricsCSVCallback
 from r1vision.trainer.modeling import (
@@ -29,7 +30,7 @@ from r1vision.trainer.modeling import (
     lora_config,
     model_family,
 )
-from r1vision.trainer.validation import row_label, validate_dataset
+from r1vision.trainer.validation import prompt_texts, row_label, validate_dataset
 from r1vision.vision.images import fit_to_budget, images_of_row, load_image
 
 logger = logging.getLogger(__name__)
@@ -39,7 +40,7 @@ class ImagePlaceholderMismatchError(ValueError):
     """The tokenized prompt's image tokens do not match the number of image features of its images."""
 
 
-class VisionGRPOTrainer(GRPOTrainer):
+class VisionGRPOTrainer(CheckpointRenameMixin, GRPOTrainer):
     """GRPO for Qwen-VL models on image datasets. Takes the same arguments as ``trl.GRPOTrainer``."""
 
     def __init__(
@@ -74,7 +75,9 @@ class VisionGRPOTrainer(GRPOTrainer):
         eval_dataset = _with_row_index(eval_dataset)
 
         if peft_config is None and args.lora_r > 0:
-            peft_config = lora_config(args.lora_r, args.lora_alpha, args.lora_dropout, args.lora_target_modules)
+            peft_config = lora_config(
+                args.lora_r, args.lora_alpha, args.lora_dropout, args.lora_target_modules
+            )
 
         callbacks = list(callbacks or [])
         if args.metrics_csv:
@@ -129,10 +132,26 @@ class VisionGRPOTrainer(GRPOTrainer):
         return output
 
     def _tokenize_prompts(self, prompts: list):
+        self._check_literal_vision_tokens(prompts)
         prompt_ids, images, multimodal_fields = super()._tokenize_prompts(prompts)
         if images is not None and "image_grid_thw" in multimodal_fields:
             self._check_placeholders(prompt_ids, images, multimodal_fields["image_grid_thw"])
         return prompt_ids, images, multimodal_fields
+
+    def _label(self, i: int) -> str:
+        return self._batch_labels[i] if i < len(self._batch_labels) else f"sample {i}"
+
+    def _check_literal_vision_tokens(self, prompts: list) -> None:
+        """Literal image tokens in prompt text add placeholders without features; name the sample."""
+        token = getattr(self.processing_class, "image_token", "<|image_pad|>")
+        for i, prompt in enumerate(prompts):
+            found = sum(text.count(token) for text in prompt_texts(prompt))
+            if found:
+                raise ImagePlaceholderMismatchError(
+                    f"{self._label(i)}: the prompt text holds {found} literal {token} token(s), so its "
+                    "image placeholder tokens cannot match its image features. Use one {'type': 'image'} "
+                    "part per image instead."
+                )
 
     def _check_placeholders(self, prompt_ids: list, images: list, grid_thw: torch.Tensor) -> None:
         """Every sample must carry exactly as many image tokens as its images produce features."""
@@ -146,9 +165,8 @@ class VisionGRPOTrainer(GRPOTrainer):
             cursor += n_images
             found = sum(1 for t in ids if t == token_id)
             if found != expected:
-                label = self._batch_labels[i] if i < len(self._batch_labels) else f"sample {i}"
                 raise ImagePlaceholderMismatchError(
-                    f"{label}: the prompt has {found} image placeholder tokens but its {n_images} image(s) "
+                    f"{self._label(i)}: the prompt has {found} image placeholder tokens but its {n_images} image(s) "
                     f"produce {expected} image features. Check that the prompt has one {{'type': 'image'}} "
                     "part per image and no literal vision tokens in its text."
                 )

@@ -50,7 +50,9 @@ def freeze_vision_tower(model: Any) -> int:
             param.requires_grad_(False)
             n += 1
     if n == 0:
-        raise ValueError("freeze_vision_tower: found no vision parameters (expected names containing 'visual.')")
+        raise ValueError(
+            "freeze_vision_tower: found no vision parameters (expected names containing 'visual.')"
+        )
     return n
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from trl import SFTTrainer
 
+from r1vision.trainer.checkpoint import CheckpointRenameMixin
 from r1vision.trainer.config import VisionSFTConfig
 from r1vision.trainer.metrics_csv import MetricsCSVCallback
 from r1vision.trainer.modeling import (
@@ -46,7 +47,7 @@ class BudgetedImageCollator:
         return self.inner(prepared)
 
 
-class VisionSFTTrainer(SFTTrainer):
+class VisionSFTTrainer(CheckpointRenameMixin, SFTTrainer):
     """SFT for Qwen-VL models with r1vision's image handling. Same arguments as ``trl.SFTTrainer``."""
 
     def __init__(
@@ -74,7 +75,9 @@ class VisionSFTTrainer(SFTTrainer):
             if dataset is not None and not isinstance(dataset, dict):
                 validate_dataset(dataset, args.image_root, args.validate_rows)
         if peft_config is None and args.lora_r > 0:
-            peft_config = lora_config(args.lora_r, args.lora_alpha, args.lora_dropout, args.lora_target_modules)
+            peft_config = lora_config(
+                args.lora_r, args.lora_alpha, args.lora_dropout, args.lora_target_modules
+            )
         callbacks = list(callbacks or [])
         if args.metrics_csv:
             callbacks.append(MetricsCSVCallback(os.path.join(args.output_dir, "metrics.csv")))

@@ -46,7 +46,9 @@ def prompt_texts(prompt: Any) -> list[str]:
         if isinstance(content, str):
             texts.append(content)
         elif isinstance(content, list):
-            texts.extend(p.get("text") or "" for p in content if isinstance(p, dict) and p.get("type") == "text")
+            texts.extend(
+                p.get("text") or "" for p in content if isinstance(p, dict) and p.get("type") == "text"
+            )
     return texts
 
 

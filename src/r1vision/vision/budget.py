@@ -36,7 +36,9 @@ class PixelBudget:
             raise ValueError(f"max_pixels={self.max_pixels} is below one {self.factor}x{self.factor} token")
 
     @classmethod
-    def for_family(cls, family: str, min_pixels: int | None = None, max_pixels: int | None = None) -> PixelBudget:
+    def for_family(
+        cls, family: str, min_pixels: int | None = None, max_pixels: int | None = None
+    ) -> PixelBudget:
         """Budget with the family's factor; ``None`` keeps the defaults."""
         patch, merge = FAMILY_PATCH.get(family, (14, 2))
         factor = patch * merge
@@ -57,7 +59,9 @@ class PixelBudget:
         return (w // self.factor) * (h // self.factor)
 
 
-def resized_size(width: int, height: int, min_pixels: int, max_pixels: int, factor: int = 28) -> tuple[int, int]:
+def resized_size(
+    width: int, height: int, min_pixels: int, max_pixels: int, factor: int = 28
+) -> tuple[int, int]:
     """Qwen-VL's ``smart_resize`` rule, returning (width, height).
 
     Sides are rounded to multiples of ``factor`` and the area scaled into ``[min_pixels, max_pixels]``

@@ -42,7 +42,9 @@ class ImageOnlyQwen2VLProcessor(_ImageOnlyMixin, Qwen2VLProcessor):
 
     def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
         kwargs.pop("video_processor", None)
-        super().__init__(image_processor, tokenizer, video_processor=None, chat_template=chat_template, **kwargs)
+        super().__init__(
+            image_processor, tokenizer, video_processor=None, chat_template=chat_template, **kwargs
+        )
 
 
 class ImageOnlyQwen2_5_VLProcessor(_ImageOnlyMixin, Qwen2_5_VLProcessor):
@@ -52,7 +54,9 @@ class ImageOnlyQwen2_5_VLProcessor(_ImageOnlyMixin, Qwen2_5_VLProcessor):
 
     def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
         kwargs.pop("video_processor", None)
-        super().__init__(image_processor, tokenizer, video_processor=None, chat_template=chat_template, **kwargs)
+        super().__init__(
+            image_processor, tokenizer, video_processor=None, chat_template=chat_template, **kwargs
+        )
 
 
 class ImageOnlyQwen3VLProcessor(_ImageOnlyMixin, Qwen3VLProcessor):
@@ -62,7 +66,9 @@ class ImageOnlyQwen3VLProcessor(_ImageOnlyMixin, Qwen3VLProcessor):
 
     def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
         kwargs.pop("video_processor", None)
-        super().__init__(image_processor, tokenizer, video_processor=None, chat_template=chat_template, **kwargs)
+        super().__init__(
+            image_processor, tokenizer, video_processor=None, chat_template=chat_template, **kwargs
+        )
 
 
 PROCESSOR_CLASSES = {

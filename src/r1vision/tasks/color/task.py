@@ -32,11 +32,16 @@ class ColorTask(Task):
             "prompt": [
                 {
                     "role": "user",
-                    "content": [{"type": "image"}, {"type": "text", "text": PROMPT.format(question=row["question"])}],
+                    "content": [
+                        {"type": "image"},
+                        {"type": "text", "text": PROMPT.format(question=row["question"])},
+                    ],
                 }
             ],
             "images": [row["image"]],
-            "completion": [{"role": "assistant", "content": [{"type": "text", "text": self.completion_text(row)}]}],
+            "completion": [
+                {"role": "assistant", "content": [{"type": "text", "text": self.completion_text(row)}]}
+            ],
         }
 
     def completion_text(self, row: dict[str, Any], **kwargs: Any) -> str:

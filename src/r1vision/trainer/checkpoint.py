@@ -1,0 +1,68 @@
+"""Resuming Qwen-VL runs: load checkpoint weights under the model's own parameter names.
+
+transformers 5 saves Qwen-VL weights under the legacy names (``visual.*``, ``model.layers.*``) but
+names them ``model.visual.*`` / ``model.language_model.*`` in memory. ``Trainer._load_from_checkpoint``
+loads the file with ``load_state_dict(strict=False)`` and no renaming, so on resume *no* weight is
+loaded and training silently continues from the initial model. :class:`CheckpointRenameMixin` maps the
+saved names back before loading and refuses to continue if anything is still missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+
+def saved_name_map(model: Any) -> dict[str, str]:
+    """``{name in the checkpoint file: name in model.state_dict()}`` for a transformers model."""
+    from transformers.core_model_loading import revert_weight_conversion
+
+    mapping = {}
+    for key, tensor in model.state_dict().items():
+        reverted = revert_weight_conversion(model, {key: tensor})
+        saved = next(iter(reverted)) if len(reverted) == 1 else key
+        mapping[saved] = key
+    return mapping
+
+
+def _read_safetensors(checkpoint: str) -> dict[str, Any] | None:
+    from safetensors.torch import load_file
+
+    single = os.path.join(checkpoint, "model.safetensors")
+    index = os.path.join(checkpoint, "model.safetensors.index.json")
+    if os.path.isfile(single):
+        return load_file(single, device="cpu")
+    if os.path.isfile(index):
+        with open(index) as f:
+            files = sorted(set(json.load(f)["weight_map"].values()))
+        state: dict[str, Any] = {}
+        for name in files:
+            state.update(load_file(os.path.join(checkpoint, name), device="cpu"))
+        return state
+    return None
+
+
+class CheckpointRenameMixin:
+    """Mixin for ``Trainer`` subclasses: correct weight loading on ``resume_from_checkpoint``."""
+
+    def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
+        from transformers import PreTrainedModel
+
+        model = model if model is not None else self.model
+        plain = isinstance(model, PreTrainedModel) and not (
+            getattr(self, "is_deepspeed_enabled", False) or getattr(self, "is_fsdp_enabled", False)
+        )
+        state = _read_safetensors(resume_from_checkpoint) if plain else None
+        if state is None:  # adapters, DeepSpeed, FSDP: the stock path handles their own formats
+            return super()._load_from_checkpoint(resume_from_checkpoint, model)  # type: ignore[misc]
+        mapping = saved_name_map(model)
+        state = {mapping.get(k, k): v for k, v in state.items()}
+        result = model.load_state_dict(state, strict=False)
+        tied = set(getattr(model, "_tied_weights_keys", None) or {})
+        missing = [k for k in result.missing_keys if k not in tied and not k.endswith("lm_head.weight")]
+        if missing or result.unexpected_keys:
+            raise RuntimeError(
+                f"checkpoint {resume_from_checkpoint} does not match the model: missing {missing[:5]}, "
+                f"unexpected {result.unexpected_keys[:5]}"
+            )
