@@ -15,6 +15,7 @@ training:
 inference and evaluation:
   infer        batched, resumable generation over a dataset
   eval         score predictions against ground truth
+  viz          draw predictions against ground truth (sgg)
 data and models:
   synth        write a synthetic dataset for a task
   make-tiny-model   write a tiny random-weight Qwen-VL model with a real processor
@@ -141,9 +142,16 @@ def _eval(argv: Sequence[str]) -> int:
     p.add_argument("--split", default="test")
     p.add_argument("--json-out", default=None)
     p.add_argument("--records-out", default=None, help="write per-item verdicts as jsonl")
-    p.add_argument("--options", default=None, help="JSON object of task-specific options (e.g. compat)")
+    p.add_argument("--compat", default=None, help="reproduce another project's evaluator (sgg: r1sgg)")
+    p.add_argument("--model-family", default=None, help="box frame when records do not name it")
+    p.add_argument("--min-pixels", type=int, default=None)
+    p.add_argument("--max-pixels", type=int, default=None)
+    p.add_argument("--options", default=None, help="JSON object of more task-specific options")
     a = p.parse_args(argv)
     opts = json.loads(a.options) if a.options else {}
+    for key in ("compat", "model_family", "min_pixels", "max_pixels"):
+        if getattr(a, key) is not None:
+            opts[key] = getattr(a, key)
     result = evaluate_files(get_task(a.task), a.gt, a.pred, split=a.split, **opts)
     width = max((len(k) for k in result.metrics), default=10)
     for key, value in result.metrics.items():
@@ -155,6 +163,25 @@ def _eval(argv: Sequence[str]) -> int:
         with open(a.records_out, "w") as f:
             for record in result.records:
                 f.write(json.dumps(record, default=str) + "\n")
+    return 0
+
+
+def _viz(argv: Sequence[str]) -> int:
+    from r1vision.tasks.sgg.viz import visualize_prediction
+
+    p = argparse.ArgumentParser(prog="r1vision viz", description="Draw predictions against ground truth.")
+    p.add_argument("task", choices=["sgg"])
+    p.add_argument("--gt", required=True, help="dataset with images (Hub id, folder or file)")
+    p.add_argument("--pred", default=None, help="r1vision infer output (folder or jsonl); omit for GT only")
+    p.add_argument("--split", default="val")
+    p.add_argument("--index", type=int, nargs="+", default=[0], help="row indices to draw")
+    p.add_argument("--out", required=True, help="output folder for PNGs")
+    p.add_argument("--model-family", default=None)
+    a = p.parse_args(argv)
+    for path in visualize_prediction(
+        a.gt, a.pred, a.index, a.out, split=a.split, model_family=a.model_family
+    ):
+        print(f"wrote {path}")
     return 0
 
 
@@ -178,6 +205,7 @@ COMMANDS = {
     "synth": _synth,
     "make-tiny-model": _make_tiny,
     "tasks": _tasks,
+    "viz": _viz,
     "selftest": _selftest,
     "demo": _demo,
 }

@@ -36,13 +36,19 @@ def generate(
     budget: PixelBudget,
     options: SamplingOptions,
     image_root: str | None = None,
+    images: Sequence[list[Any]] | None = None,
 ) -> list[list[str]]:
-    """Generate ``options.num_samples`` completions for each row; returns one list of texts per row."""
-    texts, images = [], []
-    for row in rows:
-        prompt = row["prompt"]
-        texts.append(processor.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False))
-        images.append(prepare_prompt_images(row, budget, image_root))
+    """Generate ``options.num_samples`` completions for each row; returns one list of texts per row.
+
+    ``images`` (per row, already resized to ``budget``) skips loading when the caller has them.
+    """
+    texts = [
+        processor.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=False)
+        for row in rows
+    ]
+    if images is None:
+        images = [prepare_prompt_images(row, budget, image_root) for row in rows]
+    images = [list(imgs) for imgs in images]
     has_images = any(images)
     processor.tokenizer.padding_side = "left"
     inputs = processor(

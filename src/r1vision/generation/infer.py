@@ -9,6 +9,7 @@ from typing import Any
 from r1vision.generation.hf import SamplingOptions, generate
 from r1vision.generation.records import RecordWriter
 from r1vision.tasks.base import Task
+from r1vision.vision.images import fit_to_budget, images_of_row, load_image
 
 logger = logging.getLogger(__name__)
 
@@ -66,9 +67,16 @@ def run_inference(
             batch = [rows[i] for i in batch_idx]
             # Seed per batch from the row indices, so a resumed run samples what the first attempt would have.
             batch_options = SamplingOptions(**{**options.__dict__, "seed": options.seed + batch_idx[0]})
-            texts = generate(model, processor, batch, budget, batch_options, image_root)
-            for i, row, samples in zip(batch_idx, batch, texts, strict=True):
-                record = {"index": i, "id": _row_id(row, i), "completion": samples[0]}
+            originals = [[load_image(v, image_root) for v in images_of_row(row)] for row in batch]
+            resized = [[fit_to_budget(img, budget) for img in imgs] for imgs in originals]
+            texts = generate(model, processor, batch, budget, batch_options, images=resized)
+            for i, row, samples, orig, res in zip(batch_idx, batch, texts, originals, resized, strict=True):
+                record = {"index": i, "id": _row_id(row, i), "completion": samples[0], "model_family": family}
+                if row.get("image_id") is not None:
+                    record["image_id"] = row["image_id"]
+                if orig:  # the frame coordinate answers are in (see the task's box convention)
+                    record["original_image_size"] = list(orig[0].size)
+                    record["image_size"] = list(res[0].size)
                 if len(samples) > 1:
                     record["samples"] = samples
                 writer.write(record)

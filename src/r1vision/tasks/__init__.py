@@ -4,6 +4,7 @@ from r1vision.tasks.base import EvalResult, RewardSpec, Task, get_task, list_tas
 
 register_task("color", "r1vision.tasks.color.task:ColorTask")
 register_task("sgg", "r1vision.tasks.sgg.task:SGGTask")
+register_task("sgg_psg", "r1vision.tasks.sgg.task:PSGTask")
 register_task("geometry", "r1vision.tasks.geometry.task:GeometryTask")
 register_task("svg", "r1vision.tasks.svg.task:SVGTask")
 

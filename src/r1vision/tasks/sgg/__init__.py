@@ -1,0 +1,73 @@
+"""Scene-graph generation: VG150/PSG/synthetic data, prompts, parser, rewards and VG150 evaluation."""
+
+from r1vision.tasks.sgg.boxes import BoxFrame, box_frame, giou, iou
+from r1vision.tasks.sgg.categories import Vocabulary, load_vocabulary, zero_shot_triplets
+from r1vision.tasks.sgg.data import load_raw, sft_target, to_trainer_format, validate_row, validate_rows
+from r1vision.tasks.sgg.evaluate import evaluate_sgg, format_table
+from r1vision.tasks.sgg.labels import (
+    EmbeddingSimilarity,
+    LabelSimilarity,
+    normalize_object,
+    normalize_predicate,
+)
+from r1vision.tasks.sgg.parse import ParseResult, SceneGraph, parse_scene_graph
+from r1vision.tasks.sgg.predictions import read_predictions
+from r1vision.tasks.sgg.prompts import build_messages, build_prompt, format_answer
+from r1vision.tasks.sgg.rewards import (
+    SGGScorer,
+    format_reward,
+    graph_reward,
+    group_normalize,
+    make_rewards,
+    select_groups_by_std,
+    with_group_norm,
+    with_warmup,
+)
+from r1vision.tasks.sgg.task import PSGTask, SGGTask
+
+
+def synth_sgg(out_dir, n, seed=0, split="train", **opts):
+    """Write a synthetic SGG dataset (see :func:`r1vision.synthetic.sgg.synth_sgg`)."""
+    from r1vision.synthetic.sgg import synth_sgg as _synth
+
+    return _synth(out_dir, n, seed=seed, split=split, **opts)
+
+
+__all__ = [
+    "BoxFrame",
+    "EmbeddingSimilarity",
+    "LabelSimilarity",
+    "PSGTask",
+    "ParseResult",
+    "SGGScorer",
+    "SGGTask",
+    "SceneGraph",
+    "Vocabulary",
+    "box_frame",
+    "build_messages",
+    "build_prompt",
+    "evaluate_sgg",
+    "format_answer",
+    "format_reward",
+    "format_table",
+    "giou",
+    "graph_reward",
+    "group_normalize",
+    "iou",
+    "load_raw",
+    "load_vocabulary",
+    "make_rewards",
+    "normalize_object",
+    "normalize_predicate",
+    "parse_scene_graph",
+    "read_predictions",
+    "select_groups_by_std",
+    "sft_target",
+    "synth_sgg",
+    "to_trainer_format",
+    "validate_row",
+    "validate_rows",
+    "with_group_norm",
+    "with_warmup",
+    "zero_shot_triplets",
+]

@@ -1,0 +1,173 @@
+"""One box convention per model family, shared by SFT targets, rewards, inference and evaluation.
+
+Datasets store boxes ``[x1, y1, x2, y2]`` in *original-image pixels*. The model reads and writes boxes in
+its family's frame (``FAMILY_BOX_FRAME`` in :mod:`r1vision.vision.budget`):
+
+- ``norm1000`` (Qwen2-VL, Qwen3-VL): coordinates scaled to 0-1000 on both axes;
+- ``pixels`` (Qwen2.5-VL): absolute pixels of the *resized* image the model saw (pixel-budget resize).
+
+:class:`BoxFrame` converts between the two; everything that compares boxes does it in the model frame,
+with ground truth converted by the very function that writes SFT targets, so a perfect answer scores the
+maximum exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from r1vision.vision.budget import FAMILY_BOX_FRAME, PixelBudget
+
+Box = Sequence[float]
+
+
+@dataclass(frozen=True)
+class BoxFrame:
+    """Coordinate frame of one image for one model family.
+
+    ``width``/``height`` are the extent of the model frame (1000x1000, or the resized image size);
+    ``orig_width``/``orig_height`` the original image size the dataset boxes refer to.
+    """
+
+    kind: str
+    width: float
+    height: float
+    orig_width: float
+    orig_height: float
+
+    @property
+    def sx(self) -> float:
+        return self.width / self.orig_width
+
+    @property
+    def sy(self) -> float:
+        return self.height / self.orig_height
+
+    def to_model(self, box: Box) -> list[int]:
+        """Original-pixel box -> integer model-frame box (the SFT target), clipped to the frame."""
+        x1, y1, x2, y2 = (float(v) for v in box)
+        out = [round(x1 * self.sx), round(y1 * self.sy), round(x2 * self.sx), round(y2 * self.sy)]
+        return [int(min(max(v, 0), lim)) for v, lim in zip(out, (self.width, self.height) * 2, strict=False)]
+
+    def to_original(self, box: Box) -> list[float]:
+        """Model-frame box -> original-pixel box (for evaluation against dataset boxes)."""
+        x1, y1, x2, y2 = (float(v) for v in box)
+        return [x1 / self.sx, y1 / self.sy, x2 / self.sx, y2 / self.sy]
+
+    def clip(self, box: Box) -> list[float]:
+        """Clip a model-frame box to the frame (models sometimes overshoot the border)."""
+        x1, y1, x2, y2 = (float(v) for v in box)
+        return [min(max(x1, 0.0), self.width), min(max(y1, 0.0), self.height)] + [
+            min(max(x2, 0.0), self.width),
+            min(max(y2, 0.0), self.height),
+        ]
+
+    def normalize(self, box: Box) -> list[float]:
+        """Model-frame box -> [0, 1] coordinates (for L1 terms that do not depend on the frame's scale)."""
+        x1, y1, x2, y2 = (float(v) for v in box)
+        return [x1 / self.width, y1 / self.height, x2 / self.width, y2 / self.height]
+
+
+def box_frame(
+    family: str,
+    original_size: Sequence[float],
+    resized_size: Sequence[float] | None = None,
+    min_pixels: int | None = None,
+    max_pixels: int | None = None,
+) -> BoxFrame:
+    """The model frame of ``family`` for an image of ``original_size`` (width, height).
+
+    For pixel-frame families the resized size is ``resized_size`` when given (what the trainer measured),
+    else computed with ``PixelBudget.for_family(family, min_pixels, max_pixels)``.
+    """
+    if family not in FAMILY_BOX_FRAME:
+        raise ValueError(f"unknown model family {family!r}; known: {', '.join(sorted(FAMILY_BOX_FRAME))}")
+    ow, oh = float(original_size[0]), float(original_size[1])
+    if not (ow > 0 and oh > 0):
+        raise ValueError(f"original image size must be positive, got {original_size!r}")
+    kind = FAMILY_BOX_FRAME[family]
+    if kind == "norm1000":
+        return BoxFrame(kind, 1000.0, 1000.0, ow, oh)
+    if resized_size is None:
+        resized_size = PixelBudget.for_family(family, min_pixels, max_pixels).resized_size(int(ow), int(oh))
+    return BoxFrame(kind, float(resized_size[0]), float(resized_size[1]), ow, oh)
+
+
+def frame_description(family: str | None) -> str:
+    """How a prompt tells the model which coordinates to write."""
+    kind = FAMILY_BOX_FRAME.get(family or "", None)
+    if kind == "norm1000":
+        return "[x1, y1, x2, y2] integer coordinates normalised to 0-1000 (top-left origin)"
+    if kind == "pixels":
+        return "[x1, y1, x2, y2] absolute pixel coordinates of the image (top-left origin)"
+    return "[x1, y1, x2, y2] coordinates (top-left origin)"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Overlap helpers. Scalars for clarity, pairwise numpy versions for the reward hot path.
+
+
+def iou(a: Box, b: Box, plus_one: bool = False) -> float:
+    """Intersection over union of two [x1, y1, x2, y2] boxes; ``plus_one`` uses the (x2-x1+1) pixel convention."""
+    e = 1.0 if plus_one else 0.0
+    iw = min(a[2], b[2]) - max(a[0], b[0]) + e
+    ih = min(a[3], b[3]) - max(a[1], b[1]) + e
+    inter = max(iw, 0.0) * max(ih, 0.0)
+    area_a = max(a[2] - a[0] + e, 0.0) * max(a[3] - a[1] + e, 0.0)
+    area_b = max(b[2] - b[0] + e, 0.0) * max(b[3] - b[1] + e, 0.0)
+    union = area_a + area_b - inter
+    return float(inter / union) if union > 0 else 0.0
+
+
+def giou(a: Box, b: Box) -> float:
+    """Generalised IoU in [-1, 1]: IoU minus the share of the enclosing box that neither box covers."""
+    inter_w = max(min(a[2], b[2]) - max(a[0], b[0]), 0.0)
+    inter_h = max(min(a[3], b[3]) - max(a[1], b[1]), 0.0)
+    inter = inter_w * inter_h
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    hull = (max(a[2], b[2]) - min(a[0], b[0])) * (max(a[3], b[3]) - min(a[1], b[1]))
+    value = (inter / union if union > 0 else 0.0) - ((hull - union) / hull if hull > 0 else 0.0)
+    return float(value)
+
+
+def l1(a: Box, b: Box) -> float:
+    """Sum of absolute coordinate differences (use on [0, 1]-normalised boxes: range [0, 4])."""
+    return float(sum(abs(float(x) - float(y)) for x, y in zip(a, b, strict=False)))
+
+
+def pairwise_iou_giou(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """IoU and GIoU matrices (N x M) of boxes ``a`` (N x 4) and ``b`` (M x 4)."""
+    a = np.asarray(a, dtype=np.float64).reshape(-1, 4)[:, None, :]
+    b = np.asarray(b, dtype=np.float64).reshape(-1, 4)[None, :, :]
+    iw = np.clip(np.minimum(a[..., 2], b[..., 2]) - np.maximum(a[..., 0], b[..., 0]), 0, None)
+    ih = np.clip(np.minimum(a[..., 3], b[..., 3]) - np.maximum(a[..., 1], b[..., 1]), 0, None)
+    inter = iw * ih
+    area_a = (a[..., 2] - a[..., 0]) * (a[..., 3] - a[..., 1])
+    area_b = (b[..., 2] - b[..., 0]) * (b[..., 3] - b[..., 1])
+    union = area_a + area_b - inter
+    with np.errstate(divide="ignore", invalid="ignore"):
+        iou_m = np.where(union > 0, inter / union, 0.0)
+        hull = (np.maximum(a[..., 2], b[..., 2]) - np.minimum(a[..., 0], b[..., 0])) * (
+            np.maximum(a[..., 3], b[..., 3]) - np.minimum(a[..., 1], b[..., 1])
+        )
+        giou_m = iou_m - np.where(hull > 0, (hull - union) / hull, 0.0)
+    return iou_m, giou_m
+
+
+def pairwise_l1(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Matrix (N x M) of summed absolute coordinate differences."""
+    a = np.asarray(a, dtype=np.float64).reshape(-1, 4)
+    b = np.asarray(b, dtype=np.float64).reshape(-1, 4)
+    return np.abs(a[:, None, :] - b[None, :, :]).sum(-1)
+
+
+def is_valid_box(box: object) -> bool:
+    """Four finite numbers (not bools) with x1 <= x2 and y1 <= y2."""
+    if not isinstance(box, (list, tuple)) or len(box) != 4:
+        return False
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in box):
+        return False
+    return box[0] <= box[2] and box[1] <= box[3]

@@ -1,0 +1,261 @@
+"""VG150-style scene-graph evaluation: R@K, mR@K, zR@K, ngR@K, parse-failure rate.
+
+A predicted triplet recalls a GT relation when subject, predicate and object labels agree and both boxes
+overlap with IoU >= 0.5. Top-K takes the first K relations in emission order (LLM answers carry no scores).
+Two modes:
+
+default
+    continuous IoU; labels compared after normalisation (:mod:`labels`: case, ``_``/``-``, plurals,
+    synonyms); duplicate triplets dropped; R@K keeps the first predicate of each (subject, object) pair
+    (graph constraint), ngR@K keeps them all; each prediction recalls at most one GT relation (maximum
+    bipartite matching); images with missing or unparsable predictions count with recall 0; mR averages
+    over the predicates that occur in the ground truth.
+``compat="r1sgg"``
+    R1-SGG's evaluator (Neural-Motifs metrics): IoU with the +1-pixel convention, area ``(x2-x1+1)(y2-y1+1)``;
+    labels compared after lowercasing and ``_``/``-`` -> space; R@K on the first K emitted relations as
+    they are; one prediction may recall several GT relations; mR averages over all vocabulary predicates
+    (absent ones count 0); images with no predicted relation, or absent from the predictions, are excluded
+    from R@K/mR/zR/ngR. ngR@K appends, after the emitted relations, the zero-score alternatives of each
+    emitted pair (every other predicate, in vocabulary order) as Motifs' no-graph-constraint ranking does
+    for one-hot scores (R1-SGG's unstable sort orders those ties arbitrarily).
+
+All recalls are fractions in [0, 1]; :func:`format_table` prints percentages. zR is 0 when no evaluated
+image has a zero-shot GT relation.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+from r1vision.tasks.sgg.boxes import iou
+from r1vision.tasks.sgg.categories import load_vocabulary, zero_shot_triplets
+from r1vision.tasks.sgg.labels import normalize_object, normalize_predicate
+from r1vision.tasks.sgg.matching import gt_graph
+from r1vision.tasks.sgg.predictions import PredGraph, read_predictions, to_pred_graph
+
+KS = (20, 50, 100)
+
+
+def _refine(text: str) -> str:
+    return str(text).replace("_", " ").replace("-", " ").strip().lower()
+
+
+def _gt_sizes(row: dict[str, Any]) -> tuple[Any, Any]:
+    from r1vision.tasks.sgg.data import image_size
+
+    orig, resized = row.get("original_image_sizes"), row.get("image_sizes")
+    if orig is None:
+        for key in ("image", "images"):
+            value = row.get(key)
+            if isinstance(value, list):
+                value = value[0] if value else None
+            if value is not None:
+                try:
+                    orig = image_size(value, row.get("_root"))
+                except (OSError, ValueError):
+                    orig = None
+                break
+    return orig, resized
+
+
+def _recalled(gt_trips: list, cands: list, compat: bool) -> set[int]:
+    """Indices of GT relations recalled by candidate triplets (already cut to top-K)."""
+    hit = np.zeros((len(cands), len(gt_trips)), dtype=bool)
+    for i, (cs, cbs, co, cbo, cp) in enumerate(cands):
+        for j, (gs, gbs, go, gbo, gp) in enumerate(gt_trips):
+            if cs == gs and co == go and cp == gp:
+                hit[i, j] = iou(cbs, gbs, compat) >= 0.5 and iou(cbo, gbo, compat) >= 0.5
+    if compat:
+        return set(np.nonzero(hit.any(axis=0))[0].tolist())
+    if not hit.any():
+        return set()
+    rows, cols = linear_sum_assignment(-hit.astype(np.float64))
+    return {int(c) for r, c in zip(rows, cols, strict=False) if hit[r, c]}
+
+
+def _candidates(pred: PredGraph, compat: bool, predicates: Sequence[str], k_max: int) -> tuple[list, list]:
+    """(graph-constrained, no-graph-constraint) candidate lists in ranking order, label-normalised."""
+    norm_o = _refine if compat else normalize_object
+    norm_p = _refine if compat else normalize_predicate
+    trips = [
+        (norm_o(s), sb, norm_o(o), ob, norm_p(p), sid, oid) for s, sb, o, ob, p, sid, oid in pred.triplets
+    ]
+    if compat:
+        constrained = [t[:5] for t in trips]
+        ng = list(constrained)
+        if (
+            len(ng) < k_max
+        ):  # Motifs ranks the zero-score predicates of each emitted pair after all emitted ones
+            fill = (
+                (s, sb, o, ob, _refine(q))
+                for s, sb, o, ob, p, _, _ in trips
+                for q in predicates
+                if _refine(q) != p
+            )
+            ng.extend(itertools.islice(fill, k_max - len(ng)))
+        return constrained, ng
+    seen, pairs, constrained, ng = set(), set(), [], []
+    for t in trips:
+        key = (t[5], t[4], t[6])
+        if key in seen:
+            continue
+        seen.add(key)
+        ng.append(t[:5])
+        if (t[5], t[6]) not in pairs:
+            pairs.add((t[5], t[6]))
+            constrained.append(t[:5])
+    return constrained, ng
+
+
+def _iter_gt(gt_rows: Any, split: str) -> Iterable[dict[str, Any]]:
+    if isinstance(gt_rows, (str, Path)):
+        from r1vision.tasks.sgg.data import load_raw
+
+        gt_rows, root = load_raw(gt_rows, split)
+        gt_rows = (
+            gt_rows.add_column("_root", [str(root) if root else None] * len(gt_rows)) if root else gt_rows
+        )
+    try:
+        import datasets
+
+        if isinstance(gt_rows, datasets.Dataset):
+            if isinstance(gt_rows.features.get("image"), datasets.Image):
+                gt_rows = gt_rows.cast_column("image", datasets.Image(decode=False))
+            drop = [
+                c
+                for c in gt_rows.column_names
+                if c in ("prompt", "completion", "prompt_open", "prompt_close")
+            ]
+            gt_rows = gt_rows.remove_columns(drop)
+    except ImportError:  # pragma: no cover - datasets is a dependency
+        pass
+    return gt_rows
+
+
+def evaluate_sgg(
+    gt_rows: Any,
+    predictions: Any,
+    compat: str | None = None,
+    *,
+    model_family: str | None = None,
+    min_pixels: int | None = None,
+    max_pixels: int | None = None,
+    vocab: str = "vg150",
+    predicates: Sequence[str] | None = None,
+    zero_shot: Iterable[tuple[str, str, str]] | None = None,
+    ks: Sequence[int] = KS,
+    split: str = "val",
+    records: list[dict[str, Any]] | None = None,
+) -> dict[str, float]:
+    """Flat metrics dict (``R@K``, ``mR@K``, ``zR@K``, ``ngR@K``, ``parse_failure_rate``, ``num_images``).
+
+    ``gt_rows``: rows with ``image_id``, ``objects``, ``relationships`` (a Dataset, a list of dicts, or a
+    Hub id / local path). ``predictions``: a path (see :func:`read_predictions`), a dict keyed by image id,
+    or a list aligned with ``gt_rows`` (completion strings or records). Per-image details are appended to
+    ``records`` when given.
+    """
+    if compat not in (None, "r1sgg"):
+        raise ValueError(f"unknown compat mode {compat!r}; use None or 'r1sgg'")
+    is_compat = compat == "r1sgg"
+    vocabulary = load_vocabulary(vocab)
+    preds_vocab = list(predicates) if predicates is not None else list(vocabulary.predicates)
+    zs_source = zero_shot if zero_shot is not None else zero_shot_triplets(vocab)
+    norm_o = _refine if is_compat else normalize_object
+    norm_p = _refine if is_compat else normalize_predicate
+    zs = {(norm_o(s), norm_p(p), norm_o(o)) for s, p, o in zs_source}
+    rows = list(_iter_gt(gt_rows, split))
+    if isinstance(predictions, (str, Path)):
+        predictions = read_predictions(predictions)
+    if isinstance(predictions, (list, tuple)):
+        if len(predictions) != len(rows):
+            raise ValueError(f"{len(predictions)} predictions for {len(rows)} GT rows")
+        predictions = {str(r["image_id"]): p for r, p in zip(rows, predictions, strict=False)}
+    predictions = {str(k): v for k, v in dict(predictions).items()}
+    k_max = max(ks)
+
+    recall = {k: [] for k in ks}
+    ng_recall = {k: [] for k in ks}
+    zs_recall = {k: [] for k in ks}
+    per_pred = {k: defaultdict(list) for k in ks}
+    n_records = n_failed = 0
+    for row in rows:
+        image_id = str(row["image_id"])
+        gt = gt_graph(row["objects"], row["relationships"])
+        boxes = {gid: gt.boxes[i].tolist() for i, gid in enumerate(gt.ids)}
+        gt_trips = [(norm_o(gt.names[gt.ids.index(s)]), boxes[s], norm_o(gt.names[gt.ids.index(o)]), boxes[o], norm_p(p))
+                    for s, p, o in gt.relations]  # fmt: skip
+        record = predictions.get(image_id)
+        pred = PredGraph(error="missing")
+        if record is not None:
+            n_records += 1
+            needs_size = isinstance(record, str) or (isinstance(record, dict) and "completion" in record)
+            orig, resized = _gt_sizes(row) if needs_size else (None, None)
+            pred = to_pred_graph(
+                record, predicates=preds_vocab, objects=vocabulary.objects, model_family=model_family,
+                original_size=orig, image_size=resized, min_pixels=min_pixels, max_pixels=max_pixels,
+            )  # fmt: skip
+            n_failed += pred.error is not None
+        if not gt_trips or (is_compat and not pred.triplets):
+            continue
+        constrained, ng = _candidates(pred, is_compat, preds_vocab, k_max)
+        zs_idx = {j for j, t in enumerate(gt_trips) if (t[0], t[4], t[2]) in zs}
+        detail = {
+            "image_id": image_id,
+            "error": pred.error,
+            "num_gt": len(gt_trips),
+            "num_pred": len(pred.triplets),
+        }
+        for k in ks:
+            hits = _recalled(gt_trips, constrained[:k], is_compat)
+            recall[k].append(len(hits) / len(gt_trips))
+            ng_recall[k].append(len(_recalled(gt_trips, ng[:k], is_compat)) / len(gt_trips))
+            if zs_idx:
+                zs_recall[k].append(len(hits & zs_idx) / len(zs_idx))
+            by_pred: dict[str, list[int]] = defaultdict(list)
+            for j, t in enumerate(gt_trips):
+                by_pred[t[4]].append(j)
+            for p, idx in by_pred.items():
+                per_pred[k][p].append(sum(j in hits for j in idx) / len(idx))
+            detail[f"R@{k}"] = recall[k][-1]
+        if records is not None:
+            records.append(detail)
+
+    metrics: dict[str, float] = {}
+    for k in ks:
+        metrics[f"R@{k}"] = float(np.mean(recall[k])) if recall[k] else 0.0
+    for k in ks:
+        if is_compat:
+            means = [
+                float(np.mean(per_pred[k][norm_p(p)])) if per_pred[k].get(norm_p(p)) else 0.0
+                for p in preds_vocab
+            ]
+        else:
+            means = [float(np.mean(v)) for v in per_pred[k].values()]
+        metrics[f"mR@{k}"] = float(np.mean(means)) if means else 0.0
+    for k in ks:
+        metrics[f"zR@{k}"] = float(np.mean(zs_recall[k])) if zs_recall[k] else 0.0
+    for k in ks:
+        metrics[f"ngR@{k}"] = float(np.mean(ng_recall[k])) if ng_recall[k] else 0.0
+    metrics["parse_failure_rate"] = n_failed / n_records if n_records else 0.0
+    metrics["num_images"] = float(len(recall[ks[0]]))
+    return metrics
+
+
+def format_table(metrics: dict[str, float], ks: Sequence[int] = KS) -> str:
+    """A plain-text table of the metrics (recalls in percent)."""
+    lines = ["metric  " + "".join(f"{'@' + str(k):>9}" for k in ks)]
+    for name in ("R", "mR", "zR", "ngR"):
+        values = [metrics.get(f"{name}@{k}") for k in ks]
+        lines.append(
+            f"{name:<8}" + "".join(f"{100 * v:9.2f}" if v is not None else f"{'-':>9}" for v in values)
+        )
+    lines.append(f"parse failures: {100 * metrics.get('parse_failure_rate', 0.0):.2f}%   "
+                 f"images: {int(metrics.get('num_images', 0))}")  # fmt: skip
+    return "\n".join(lines)

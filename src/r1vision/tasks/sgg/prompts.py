@@ -1,0 +1,72 @@
+"""Prompts and answer format for scene-graph generation.
+
+The model answers ``<answer>{"objects": [...], "relationships": [...]}</answer>``, optionally after
+``<think>...</think>``. Objects are ``{"id": "name.N", "bbox": [x1, y1, x2, y2]}`` in the model family's
+box frame (see :mod:`r1vision.tasks.sgg.boxes`); relationships ``{"subject", "predicate", "object"}`` use
+object ids.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from r1vision.tasks.sgg.boxes import frame_description
+
+ANSWER_EXAMPLE = (
+    '{"objects": [{"id": "man.1", "bbox": [x1, y1, x2, y2]}, {"id": "horse.1", "bbox": [x1, y1, x2, y2]}], '
+    '"relationships": [{"subject": "man.1", "predicate": "riding", "object": "horse.1"}]}'
+)
+
+
+def build_prompt(
+    *,
+    family: str | None = None,
+    objects: Sequence[str] | None = None,
+    predicates: Sequence[str] | None = None,
+    think: bool = False,
+) -> str:
+    """User instruction text. Closed vocabulary when ``objects``/``predicates`` are given, else open."""
+    lines = [
+        "Generate the scene graph of this image: detect the salient objects and the relationships between them.",
+        f"Give every object a unique id 'name.N' (category name, a dot, a running number) and a bounding box "
+        f"{frame_description(family)}.",
+    ]
+    if objects:
+        lines.append("Object categories (use only these names): " + ", ".join(objects) + ".")
+    if predicates:
+        lines.append("Predicates (use only these): " + ", ".join(predicates) + ".")
+    if not objects and not predicates:
+        lines.append("Use short, common English nouns for objects and short phrases for predicates.")
+    if think:
+        lines.append(
+            "First reason briefly inside <think> </think>, then give the final answer inside <answer> </answer>."
+        )
+    else:
+        lines.append("Give the answer inside <answer> </answer>.")
+    lines.append("Answer format: " + ANSWER_EXAMPLE)
+    return "\n".join(lines)
+
+
+def build_messages(text: str, system: str | None = None, num_images: int = 1) -> list[dict[str, Any]]:
+    """Conversational prompt with ``num_images`` image placeholders before the text."""
+    content: list[dict[str, Any]] = [{"type": "image"} for _ in range(num_images)]
+    content.append({"type": "text", "text": text})
+    messages: list[dict[str, Any]] = []
+    if system:
+        messages.append({"role": "system", "content": [{"type": "text", "text": system}]})
+    messages.append({"role": "user", "content": content})
+    return messages
+
+
+def format_answer(objects: Sequence[dict[str, Any]], relationships: Sequence[dict[str, Any]]) -> str:
+    """``<answer>{json}</answer>`` for already-converted objects (model-frame boxes) and relationships."""
+    payload = {
+        "objects": [{"id": o["id"], "bbox": list(o["bbox"])} for o in objects],
+        "relationships": [
+            {"subject": r["subject"], "predicate": r["predicate"], "object": r["object"]}
+            for r in relationships
+        ],
+    }
+    return "<answer>" + json.dumps(payload) + "</answer>"

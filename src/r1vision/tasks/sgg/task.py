@@ -1,0 +1,144 @@
+"""The scene-graph-generation task: wires data, prompts, rewards, synthesis and evaluation together."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from r1vision.tasks.base import EvalResult, RewardSpec, Task
+from r1vision.tasks.sgg.categories import Vocabulary, load_vocabulary
+from r1vision.tasks.sgg.data import image_size, load_raw, sft_target, to_trainer_format, validate_rows
+from r1vision.tasks.sgg.evaluate import evaluate_sgg
+from r1vision.tasks.sgg.rewards import make_rewards
+
+
+def _local_vocab(source: str | Path) -> Path | None:
+    """``vocab.json`` next to a local dataset (written by ``r1vision synth sgg``), if any."""
+    path = Path(source)
+    for candidate in (path / "vocab.json", path.parent / "vocab.json"):
+        if path.exists() and candidate.is_file():
+            return candidate
+    return None
+
+
+class SGGTask(Task):
+    """Scene graphs on VG150 (default), PSG (``vocab="psg"``) or synthetic scenes (``vocab.json``).
+
+    Options shared by :meth:`load`, :meth:`rewards`, :meth:`completion_text` and :meth:`evaluate`:
+    ``model_family`` (box frame), ``min_pixels``/``max_pixels`` (pixel budget), ``vocab`` (``"vg150"``,
+    ``"psg"``, ``"synth"`` or a JSON path).
+    """
+
+    name = "sgg"
+    description = "scene-graph generation (VG150 / PSG / synthetic shapes): objects with boxes + relations"
+    default_vocab = "vg150"
+
+    def _vocab(self, source: str | Path | None, vocab: str | None) -> Vocabulary:
+        if vocab is not None:
+            return load_vocabulary(str(vocab))
+        local = _local_vocab(source) if source is not None else None
+        return load_vocabulary(str(local)) if local else load_vocabulary(self.default_vocab)
+
+    def synth(self, out_dir: str | Path, n: int, seed: int = 0, split: str = "train", **kwargs: Any) -> Path:
+        """Synthetic shapes scenes (see :mod:`r1vision.synthetic.sgg`; ``preset="demo"`` for 84x84 grids)."""
+        from r1vision.synthetic.sgg import synth_sgg
+
+        return synth_sgg(out_dir, n, seed=seed, split=split, **kwargs)
+
+    def load(self, source: str | Path, split: str = "train", **kwargs: Any):
+        """Trainer rows; ``prompt="closed"`` lists the vocabulary, ``think=True`` asks for <think> first."""
+        ds, root = load_raw(source, split)
+        if kwargs.get("validate", True):
+            validate_rows(ds)
+        if kwargs.get("limit"):
+            ds = ds.select(range(min(int(kwargs["limit"]), len(ds))))
+        closed = kwargs.get("prompt", "open") == "closed"
+        return to_trainer_format(
+            ds,
+            root,
+            model_family=kwargs.get("model_family"),
+            vocabulary=self._vocab(source, kwargs.get("vocab")) if closed else None,
+            think=bool(kwargs.get("think", False)),
+            system=kwargs.get("system"),
+            with_completion=kwargs.get("with_completion"),
+            min_pixels=kwargs.get("min_pixels"),
+            max_pixels=kwargs.get("max_pixels"),
+        )
+
+    def rewards(self, **kwargs: Any) -> list[RewardSpec]:
+        """``format``, ``node``, ``box``, ``edge``, ``edge_hard``; options of :func:`make_rewards`."""
+        family = kwargs.pop("model_family", None)
+        if family is None:
+            raise ValueError("SGG rewards need model_family (it fixes the box frame the model answers in)")
+        allowed = {
+            "weights", "strict_format", "require_think", "group_size", "warmup_steps", "warmup_rewards",
+            "w_label", "w_giou", "w_l1", "iou_threshold", "object_similarity", "predicate_similarity",
+            "min_pixels", "max_pixels",
+        }  # fmt: skip
+        return make_rewards(family, **{k: v for k, v in kwargs.items() if k in allowed})
+
+    def completion_text(self, row: dict[str, Any], **kwargs: Any) -> str:
+        """SFT target of a raw row (needs ``model_family``; size from ``original_image_sizes`` or the image)."""
+        family = kwargs.get("model_family")
+        if family is None:
+            raise ValueError("SGG SFT targets need model_family")
+        size = row.get("original_image_sizes")
+        if size is not None:
+            size = size[0] if isinstance(size[0], (list, tuple)) else size
+        else:
+            image = row.get("image", (row.get("images") or [None])[0])
+            size = image_size(image, kwargs.get("image_root"))
+        return sft_target(
+            row["objects"],
+            row["relationships"],
+            tuple(size),
+            family,
+            kwargs.get("min_pixels"),
+            kwargs.get("max_pixels"),
+        )
+
+    def evaluate(
+        self, rows: Sequence[dict[str, Any]], completions: Sequence[str], **kwargs: Any
+    ) -> EvalResult:
+        """VG150 metrics (:func:`evaluate_sgg`); ``compat="r1sgg"`` reproduces R1-SGG's evaluator."""
+        records: list[dict[str, Any]] = []
+        vocab = kwargs.get("vocab")
+        vocab = vocab if vocab is not None else (str(_local_vocab(kwargs["gt_source"]) or self.default_vocab)
+                                                 if kwargs.get("gt_source") else self.default_vocab)  # fmt: skip
+        metrics = evaluate_sgg(
+            list(rows),
+            list(completions),
+            kwargs.get("compat"),
+            model_family=kwargs.get("model_family"),
+            min_pixels=kwargs.get("min_pixels"),
+            max_pixels=kwargs.get("max_pixels"),
+            vocab=vocab,
+            records=records,
+        )
+        return EvalResult(metrics=metrics, records=records)
+
+    def evaluate_files(self, gt: str, pred: str, split: str = "val", **kwargs: Any) -> EvalResult:
+        """``r1vision eval sgg``: GT by Hub id or local copy (no images needed); predictions from
+        ``r1vision infer`` (folder or jsonl) or R1-SGG's ``sgg_pred_results.json``."""
+        records: list[dict[str, Any]] = []
+        vocab = kwargs.get("vocab") or str(_local_vocab(gt) or self.default_vocab)
+        metrics = evaluate_sgg(
+            gt,
+            pred,
+            kwargs.get("compat"),
+            model_family=kwargs.get("model_family"),
+            min_pixels=kwargs.get("min_pixels"),
+            max_pixels=kwargs.get("max_pixels"),
+            vocab=vocab,
+            split=split,
+            records=records,
+        )
+        return EvalResult(metrics=metrics, records=records)
+
+
+class PSGTask(SGGTask):
+    """The PSG variant: same pipeline, PSG's 133 object and 56 predicate categories by default."""
+
+    name = "sgg_psg"
+    default_vocab = "psg"

@@ -1,0 +1,228 @@
+"""SGG rewards: hand-computed values, the box convention round trip per family, and hostile input."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from r1vision.synthetic.sgg import make_config, synth_rows
+from r1vision.tasks.sgg.data import image_size, sft_target
+from r1vision.tasks.sgg.labels import EmbeddingSimilarity, LabelSimilarity, normalize_object
+from r1vision.tasks.sgg.rewards import (
+    format_reward,
+    group_normalize,
+    make_rewards,
+    select_groups_by_std,
+    warmup_factor,
+    with_warmup,
+)
+from r1vision.vision.budget import PixelBudget
+
+# 100 x 200 image; in the 0-1000 frame man = [0, 0, 500, 500], horse = [500, 500, 1000, 1000].
+GT_OBJECTS = json.dumps(
+    [{"id": "man.1", "bbox": [0, 0, 50, 100]}, {"id": "horse.1", "bbox": [50, 100, 100, 200]}]
+)
+GT_RELS = json.dumps([{"subject": "man.1", "predicate": "riding", "object": "horse.1"}])
+COLUMNS = {"objects": [GT_OBJECTS], "relationships": [GT_RELS], "original_image_sizes": [[[100, 200]]]}
+
+
+def answer(objects, relations=()):
+    payload = {
+        "objects": [{"id": i, "bbox": b} for i, b in objects],
+        "relationships": [{"subject": s, "predicate": p, "object": o} for s, p, o in relations],
+    }
+    return "<answer>" + json.dumps(payload) + "</answer>"
+
+
+def scores(text, family="qwen2_vl", columns=COLUMNS, **kwargs):
+    return {s.name: s.func([None], [text], **columns)[0] for s in make_rewards(family, **kwargs)}
+
+
+def test_perfect_graph_gets_full_marks_including_format():
+    # R1-SGG's format reward hashes dicts and gives 0 to every non-empty valid graph; ours gives 1.
+    text = answer(
+        [("man.1", [0, 0, 500, 500]), ("horse.1", [500, 500, 1000, 1000])], [("man.1", "riding", "horse.1")]
+    )
+    assert scores(text) == {"format": 1.0, "node": 1.0, "box": 1.0, "edge": 1.0, "edge_hard": 1.0}
+    assert format_reward(strict=False)([None], [text])[0] == 1.0
+    assert format_reward(require_think=True)([None], [text])[0] == 0.0
+    assert format_reward(require_think=True)([None], ["<think>ok</think> " + text])[0] == 1.0
+
+
+def test_wrong_label_costs_node_and_edge_but_not_box():
+    text = answer(
+        [("man.1", [0, 0, 500, 500]), ("dog.1", [500, 500, 1000, 1000])], [("man.1", "riding", "dog.1")]
+    )
+    s = scores(text)
+    assert s["node"] == pytest.approx(0.5) and s["box"] == pytest.approx(1.0)
+    assert s["edge"] == 0.0 and s["edge_hard"] == 0.0 and s["format"] == 1.0
+
+
+def test_half_width_box_by_hand():
+    # man predicted [0, 0, 250, 500]: IoU 0.5, L1 on normalised boxes 0.25 -> box term (0.5 + e^-0.25) / 2.
+    text = answer(
+        [("horse.1", [500, 500, 1000, 1000]), ("man.1", [0, 0, 250, 500])], [("man.1", "riding", "horse.1")]
+    )
+    s = scores(text)
+    man = 0.5 * (0.5 + math.exp(-0.25))
+    assert s["node"] == pytest.approx(1.0)
+    assert s["box"] == pytest.approx((man + 1.0) / 2)
+    assert s["edge"] == pytest.approx(man)  # sim(pred) * q(man) * q(horse) = 1 * man * 1
+    assert s["edge_hard"] == 1.0  # IoU 0.5 reaches the threshold
+
+
+def test_missing_object_and_relation():
+    s = scores(answer([("man.1", [0, 0, 500, 500])]))
+    assert s["node"] == pytest.approx(0.5) and s["box"] == pytest.approx(0.5)
+    assert s["edge"] == 0.0 and s["edge_hard"] == 0.0
+    assert s["format"] == 1.0  # a valid graph, even if incomplete
+
+
+def test_label_normalisation_and_similarity():
+    text = answer(
+        [("Man.1", [0, 0, 500, 500]), ("horses.1", [500, 500, 1000, 1000])], [("Man.1", "Riding", "horses.1")]
+    )
+    s = scores(text)
+    assert s["edge_hard"] == 1.0 and s["node"] == 1.0 and s["edge"] == 1.0  # case and plural normalised
+    men = scores(text.replace("Man.1", "men.1"))  # VG150 keeps "men" and "man" apart
+    assert men["node"] == pytest.approx(0.5) and men["edge_hard"] == 0.0
+    assert normalize_object("T-shirt.3") == "shirt" and normalize_object("Glasses") == "glasses"
+    sim = LabelSimilarity()
+    assert sim("red circle", "circle") == 0.5 and sim("cats", "cat") == 1.0 and sim("cat", "dog") == 0.0
+    vectors = {"dog": [1.0, 0.0], "puppy": [1.0, 0.0], "cat": [0.6, 0.8], "car": [-1.0, 0.0]}
+    emb = EmbeddingSimilarity(lambda labels: [vectors.get(labels[0], [0.0, 1.0])])
+    assert emb("cat", "dog") == pytest.approx(0.6) and emb("car", "dog") == 0.0 and emb("dogs", "dog") == 1.0
+    s2 = scores(answer([("cat.1", [0, 0, 500, 500])]), object_similarity=emb, columns={
+        "objects": [json.dumps([{"id": "dog.1", "bbox": [0, 0, 50, 100]}])], "relationships": ["[]"],
+        "original_image_sizes": [[[100, 200]]]})  # fmt: skip
+    assert s2["node"] == pytest.approx(0.6)
+
+
+def test_format_modes_and_failures():
+    strict, lenient = format_reward(), format_reward(strict=False)
+    cases = {
+        "garbage": (0.0, 0.0),
+        '<answer>{"objects": []}</answer>': (
+            0.0,
+            0.75,
+        ),  # tags + json, but no objects and no relationships key
+        '```json\n{"objects": [{"id": "a.1", "bbox": [0, 0, 1, 1]}], "relationships": []}\n```': (0.0, 0.75),
+        '<answer>{"objects": [{"id": "a.1", "bbox": [5, 0, 1, 1]}], "relationships": []}</answer>': (
+            0.0,
+            0.5,
+        ),
+    }
+    for text, (s, lv) in cases.items():
+        assert strict([None], [text])[0] == s, text
+        assert lenient([None], [text])[0] == pytest.approx(lv), text
+
+
+@pytest.mark.parametrize("family", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl"])
+def test_box_convention_round_trip_gives_max_reward(family):
+    rows = synth_rows(4, seed=11, split="train", cfg=make_config("default"))
+    budget = PixelBudget.for_family(family, max_pixels=512 * 28 * 28)
+    for row in rows:
+        size = image_size(row["image"])
+        target = sft_target(row["objects"], row["relationships"], size, family, max_pixels=512 * 28 * 28)
+        cols = {
+            "objects": [row["objects"]],
+            "relationships": [row["relationships"]],
+            "original_image_sizes": [[list(size)]],
+            "image_sizes": [[list(budget.resized_size(*size))]],
+        }
+        completion = [{"role": "assistant", "content": target}]
+        got = {
+            s.name: s.func([None], [completion], **cols)[0]
+            for s in make_rewards(family, max_pixels=512 * 28 * 28)
+        }
+        assert got == {"format": 1.0, "node": 1.0, "box": 1.0, "edge": 1.0, "edge_hard": 1.0}, (family, got)
+
+
+def test_wrong_frame_is_penalised():
+    # A Qwen2.5-VL (resized pixels) target read as a Qwen2-VL (0-1000) answer must not score the maximum.
+    row = synth_rows(1, seed=3, split="train")[0]
+    size = image_size(row["image"])
+    target = sft_target(row["objects"], row["relationships"], size, "qwen2_5_vl")
+    cols = {
+        "objects": [row["objects"]],
+        "relationships": [row["relationships"]],
+        "original_image_sizes": [[list(size)]],
+    }
+    box = [s for s in make_rewards("qwen2_vl") if s.name == "box"][0]
+    assert box.func([None], [target], **cols)[0] < 0.9
+
+
+def test_missing_sizes_warn_and_use_gt_frame():
+    text = answer(
+        [("man.1", [0, 0, 50, 100]), ("horse.1", [50, 100, 100, 200])], [("man.1", "riding", "horse.1")]
+    )
+    with pytest.warns(UserWarning, match="no image sizes"):
+        s = scores(text, columns={"objects": [GT_OBJECTS], "relationships": [GT_RELS]})
+    assert s["box"] == 1.0
+
+
+def test_group_normalisation_warmup_and_filtering():
+    assert group_normalize([1, 0, 1, 0], 2) == pytest.approx([1, -1, 1, -1], abs=1e-3)
+    assert group_normalize([3, 3], 2) == [0.0, 0.0]
+
+    class State:
+        global_step = 5
+
+    assert warmup_factor(State(), 10) == 0.5 and warmup_factor({"global_step": 50}, 10) == 1.0
+    assert warmup_factor(None, 10) == 1.0
+    f = with_warmup(lambda prompts, completions, **kw: [1.0] * len(completions), 10)
+    assert f(None, ["a", "b"], trainer_state=State()) == [0.5, 0.5]
+    rewards = [0, 0, 0, 1, 0.5, 0.5, 0, 0.2]
+    assert select_groups_by_std(rewards, 2, 2) == [2, 3, 6, 7]
+    assert select_groups_by_std(rewards, 2, 0.25) == [2, 3]
+    with pytest.raises(ValueError):
+        select_groups_by_std(rewards, 3, 1)
+    specs = make_rewards("qwen2_vl", group_size=2, warmup_steps=4, weights={"edge_hard": 0.5})
+    assert {s.name: s.weight for s in specs}["edge_hard"] == 0.5 and specs[0].low < 0
+    assert all(s.func.__name__ == s.name for s in specs)
+    with pytest.raises(ValueError, match="unknown SGG reward"):
+        make_rewards("qwen2_vl", weights={"nope": 1.0})
+
+
+GOOD = answer(
+    [("man.1", [0, 0, 500, 500]), ("horse.1", [500, 500, 1000, 1000])], [("man.1", "riding", "horse.1")]
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.one_of(
+        st.text(max_size=300),
+        st.builds(lambda i, t: GOOD[:i] + t, st.integers(0, len(GOOD)), st.text(max_size=30)),
+    )
+)
+def test_rewards_stay_in_range_on_hostile_text(text):
+    for spec in make_rewards("qwen2_5_vl", strict_format=False):
+        cols = dict(COLUMNS, image_sizes=[[[112, 224]]])
+        value = spec.func([None], [text], **cols, trainer_state=None, completion_ids=[[1, 2]])[0]
+        assert isinstance(value, float) and math.isfinite(value) and 0.0 <= value <= 1.0
+
+
+def test_random_boxes_stay_in_range():
+    rng = random.Random(0)
+    texts = []
+    for _ in range(50):
+        objs = []
+        for k in range(rng.randint(0, 6)):
+            x1, y1 = rng.uniform(-500, 1500), rng.uniform(-500, 1500)
+            objs.append(
+                (
+                    f"{rng.choice(['man', 'horse', 'x'])}.{k}",
+                    [x1, y1, x1 + rng.uniform(0, 800), y1 + rng.uniform(0, 800)],
+                )
+            )
+        rels = [(a[0], rng.choice(["riding", "on"]), b[0]) for a in objs for b in objs if rng.random() < 0.3]
+        texts.append(answer(objs, rels))
+    for spec in make_rewards("qwen3_vl"):
+        values = spec.func([None] * len(texts), texts, **{k: v * len(texts) for k, v in COLUMNS.items()})
+        assert all(0.0 <= v <= 1.0 and math.isfinite(v) for v in values)
