@@ -146,10 +146,11 @@ def _eval(argv: Sequence[str]) -> int:
     p.add_argument("--model-family", default=None, help="box frame when records do not name it")
     p.add_argument("--min-pixels", type=int, default=None)
     p.add_argument("--max-pixels", type=int, default=None)
+    p.add_argument("--contact-sheet", default=None, help="svg: PNG of ground truth vs prediction with scores")
     p.add_argument("--options", default=None, help="JSON object of more task-specific options")
     a = p.parse_args(argv)
     opts = json.loads(a.options) if a.options else {}
-    for key in ("compat", "model_family", "min_pixels", "max_pixels"):
+    for key in ("compat", "model_family", "min_pixels", "max_pixels", "contact_sheet"):
         if getattr(a, key) is not None:
             opts[key] = getattr(a, key)
     result = evaluate_files(get_task(a.task), a.gt, a.pred, split=a.split, **opts)

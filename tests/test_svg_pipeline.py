@@ -1,0 +1,101 @@
+"""SVG end to end with a tiny model: synth → SFT → GRPO (sandboxed render rewards) → infer → eval + contact sheet."""
+
+import json
+
+from r1vision.cli import main
+
+
+def test_svg_pipeline(tmp_path, tiny_model):
+    data = tmp_path / "data"
+    assert main(["synth", "svg", "--out", str(data), "--n", "4", "--seed", "0"]) == 0
+    assert main(["synth", "svg", "--out", str(data), "--n", "2", "--seed", "0", "--split", "test"]) == 0
+    common = [
+        "--dataset",
+        str(data),
+        "--task",
+        "svg",
+        "--per_device_train_batch_size",
+        "2",
+        "--max_steps",
+        "1",
+        "--logging_steps",
+        "1",
+        "--report_to",
+        "none",
+        "--save_strategy",
+        "no",
+        "--use_cpu",
+        "true",
+        "--max_pixels",
+        "3136",
+    ]
+    base = tiny_model("qwen3_vl")
+    assert (
+        main(["sft", "--model", base, "--output_dir", str(tmp_path / "sft"), "--max_length", "512", *common])
+        == 0
+    )
+    assert (
+        main(
+            [
+                "grpo",
+                "--model",
+                str(tmp_path / "sft"),
+                "--output_dir",
+                str(tmp_path / "grpo"),
+                "--num_generations",
+                "2",
+                "--max_completion_length",
+                "16",
+                *common,
+            ]
+        )
+        == 0
+    )
+    header = (tmp_path / "grpo" / "metrics.csv").read_text().splitlines()[0]
+    assert "rewards/svg_ssim/mean" in header and "rewards/svg_valid/mean" in header
+
+    pred = tmp_path / "pred"
+    assert (
+        main(
+            [
+                "infer",
+                "--task",
+                "svg",
+                "--model",
+                str(tmp_path / "grpo"),
+                "--dataset",
+                str(data),
+                "--split",
+                "test",
+                "--out",
+                str(pred),
+                "--max-new-tokens",
+                "16",
+                "--max-pixels",
+                "3136",
+            ]
+        )
+        == 0
+    )
+    sheet = tmp_path / "sheet.png"
+    out = tmp_path / "m.json"
+    assert (
+        main(
+            [
+                "eval",
+                "svg",
+                "--gt",
+                str(data),
+                "--pred",
+                str(pred),
+                "--json-out",
+                str(out),
+                "--contact-sheet",
+                str(sheet),
+            ]
+        )
+        == 0
+    )
+    metrics = json.loads(out.read_text())
+    assert 0.0 <= metrics["render_rate"] <= 1.0 and "ssim" in metrics
+    assert sheet.stat().st_size > 1000

@@ -1,0 +1,141 @@
+"""Visual reward values on hand-made pairs: identical -> max, shifted -> lower, blank -> near 0, ranges."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from r1vision.tasks.svg.render import default_pool
+from r1vision.tasks.svg.rewards import (
+    RewardConfig,
+    SVGScorer,
+    canvas_size,
+    compare,
+    length_score,
+    make_rewards,
+    make_term_reward,
+)
+
+NS = 'xmlns="http://www.w3.org/2000/svg"'
+FIGURE = (
+    f'<svg {NS} width="200" height="120" viewBox="0 0 200 120">'
+    '<rect x="20" y="30" width="60" height="40" fill="#DCE6F2" stroke="#4C72B0" stroke-width="3"/>'
+    '<circle cx="150" cy="50" r="25" fill="none" stroke="#C44E52" stroke-width="3"/>'
+    '<line x1="82" y1="50" x2="122" y2="50" stroke="#333" stroke-width="3"/></svg>'
+)
+SHIFTED = FIGURE.replace(
+    'viewBox="0 0 200 120">', 'viewBox="0 0 200 120"><g transform="translate(6,4)">'
+).replace("</svg>", "</g></svg>")
+BLANK = f'<svg {NS} width="200" height="120"></svg>'
+
+
+def _square(shift: int = 0, value: int = 0) -> np.ndarray:
+    img = np.full((64, 64, 3), 255, np.uint8)
+    img[16 + shift : 40 + shift, 16 + shift : 40 + shift] = value
+    return img
+
+
+def test_compare_identical_is_max():
+    s = compare(_square(), _square())
+    assert (
+        s["pixel"] == pytest.approx(1.0)
+        and s["ssim"] == pytest.approx(1.0)
+        and s["edge"] == pytest.approx(1.0)
+    )
+    assert s["mse"] == 0.0
+
+
+def test_compare_pixel_hand_value():
+    # ink of the grey square is r = 127/255 of the black one everywhere (blur is linear):
+    # 2<A, rA> / (|A|^2 + r^2 |A|^2) = 2r / (1 + r^2)
+    r = 127 / 255
+    assert compare(_square(), _square(value=128))["pixel"] == pytest.approx(2 * r / (1 + r * r), abs=1e-5)
+    # mse: 24*24 pixels differ by 128/255 in all three channels
+    assert compare(_square(), _square(value=128))["mse"] == pytest.approx(
+        24 * 24 * (128 / 255) ** 2 / 64 / 64
+    )
+
+
+def test_compare_shift_lowers_and_blank_is_near_zero():
+    same, near, far = (
+        compare(_square(), _square()),
+        compare(_square(), _square(2)),
+        compare(_square(), _square(12)),
+    )
+    blank = compare(_square(), np.full((64, 64, 3), 255, np.uint8))
+    for key in ("pixel", "ssim", "edge"):
+        assert same[key] > near[key] > far[key], key
+        assert 0.0 <= far[key] <= 1.0
+    assert blank["pixel"] == 0.0 and blank["edge"] == 0.0 and blank["ssim"] < 0.1
+    assert compare(np.full((8, 8, 3), 255, np.uint8), np.full((8, 8, 3), 255, np.uint8))["pixel"] == 1.0
+
+
+def test_compare_ranges_on_random_images():
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        a, b = rng.integers(0, 256, (2, 40, 50, 3), dtype=np.uint8)
+        for key, value in compare(a, b).items():
+            assert 0.0 <= value <= 1.0, (key, value)
+
+
+def test_length_and_canvas():
+    assert length_score("x" * 50, "y" * 100) == 0.5
+    assert length_score("x" * 300, "y" * 100) == pytest.approx(1 / 3)
+    assert length_score("x", None) == 0.0
+    assert canvas_size(400, 200, 256) == (256, 128)
+
+
+@pytest.fixture(scope="module")
+def scorer():
+    pool = default_pool()
+    gt = pool.render(FIGURE, 200, 120)
+    assert gt.ok, gt
+    return SVGScorer(RewardConfig(size=200), pool), gt.image
+
+
+def test_rewards_through_the_sandbox(scorer):
+    scorer, gt = scorer
+    completions = [
+        f"```svg\n{FIGURE}\n```",
+        [{"role": "assistant", "content": SHIFTED}],
+        BLANK,
+        "I cannot draw this.",
+    ]
+    logged = {}
+    values = {}
+    for spec in make_rewards({"length": 0.5}, scorer=scorer):
+        values[spec.name] = spec.func(
+            [None] * 4,
+            completions,
+            gt_image=[gt] * 4,
+            svg_gt=[FIGURE] * 4,
+            log_metric=lambda k, v: logged.__setitem__(k, v),
+            trainer_state=None,
+        )
+        assert spec.func.__name__ == spec.name
+        assert all(0.0 <= v <= 1.0 for v in values[spec.name])
+    for term in ("svg_pixel", "svg_ssim", "svg_edge"):
+        full, shifted, blank, none = values[term]
+        assert full == pytest.approx(1.0, abs=1e-6), term
+        assert full > shifted > blank, term
+        assert none == 0.0
+    assert values["svg_pixel"][2] < 0.05 and values["svg_edge"][2] < 0.05
+    assert values["svg_valid"] == [1.0, 1.0, 1.0, 0.0]
+    assert values["svg_length"][0] == pytest.approx(1.0)
+    assert logged["svg/fail_no_svg"] == 0.25 and logged["svg/render_rate"] == 0.75
+
+
+def test_ground_truth_from_svg_column_and_images_column(scorer):
+    scorer, gt = scorer
+    pixel = make_term_reward("pixel", scorer)
+    from_svg = pixel([None], [FIGURE], svg_gt=[FIGURE])
+    from_images = pixel([None], [FIGURE], images=[[gt]])
+    missing = pixel([None], [FIGURE])
+    assert from_svg == [pytest.approx(1.0)] and from_images == [pytest.approx(1.0)]
+    assert missing == [0.0]
+    assert scorer.failures["no_ground_truth"] >= 1
+
+
+def test_failure_reward_is_configurable():
+    custom = SVGScorer(RewardConfig(size=64, failure_reward=-1.0), default_pool())
+    assert make_term_reward("ssim", custom)([None], ["no svg here"], gt_image=[_square()]) == [-1.0]
