@@ -13,7 +13,6 @@ What it adds, each in the narrowest override:
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,15 +21,8 @@ from trl import GRPOTrainer
 
 from r1vision.trainer.checkpoint import CheckpointRenameMixin
 from r1vision.trainer.config import VisionGRPOConfig
-from r1vision.trainer.metrics_csv import MetricsCSVCallback
-from r1vision.trainer.modeling import (
-    apply_budget_to_processor,
-    budget_for,
-    freeze_vision_tower,
-    lora_config,
-    model_family,
-)
-from r1vision.trainer.validation import prompt_texts, row_label, validate_dataset
+from r1vision.trainer.modeling import freeze_vision_tower, prepare_vision_training
+from r1vision.trainer.validation import prompt_texts, row_label
 from r1vision.vision.images import fit_to_budget, images_of_row, load_image
 
 logger = logging.getLogger(__name__)
@@ -55,33 +47,15 @@ class VisionGRPOTrainer(CheckpointRenameMixin, GRPOTrainer):
         callbacks: list | None = None,
         **kwargs: Any,
     ) -> None:
-        from transformers import AutoConfig, AutoProcessor
-
         args = args or VisionGRPOConfig(output_dir="outputs/grpo")
-        model_id = model if isinstance(model, str) else model.config._name_or_path
-        config = AutoConfig.from_pretrained(model) if isinstance(model, str) else model.config
-        self.model_family = model_family(config)
-        if processing_class is None:
-            processing_class = AutoProcessor.from_pretrained(model_id, padding_side="left")
-        self.pixel_budget = budget_for(processing_class, self.model_family, args.min_pixels, args.max_pixels)
-        apply_budget_to_processor(processing_class, self.pixel_budget)
-
-        # Fail on bad rows now, naming them, rather than on the first batch that happens to contain them.
-        for name, dataset in (("train", train_dataset), ("eval", eval_dataset)):
-            if dataset is not None and not isinstance(dataset, dict):
-                checked = validate_dataset(dataset, args.image_root, args.validate_rows)
-                logger.info("validated %d %s rows", checked, name)
+        setup = prepare_vision_training(
+            model, args, processing_class, peft_config, callbacks, [train_dataset, eval_dataset]
+        )
+        self.model_family, self.pixel_budget = setup.family, setup.budget
+        processing_class, peft_config, callbacks = setup.processor, setup.peft_config, setup.callbacks
+        processing_class.tokenizer.padding_side = "left"  # GRPO generates from left-padded prompts
         train_dataset = _with_row_index(train_dataset)
         eval_dataset = _with_row_index(eval_dataset)
-
-        if peft_config is None and args.lora_r > 0:
-            peft_config = lora_config(
-                args.lora_r, args.lora_alpha, args.lora_dropout, args.lora_target_modules
-            )
-
-        callbacks = list(callbacks or [])
-        if args.metrics_csv:
-            callbacks.append(MetricsCSVCallback(os.path.join(args.output_dir, "metrics.csv")))
 
         super().__init__(
             model=model,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from r1vision.vision.budget import FAMILY_PATCH, PixelBudget
@@ -76,3 +77,49 @@ def lora_config(r: int, alpha: int, dropout: float, target: str):
         exclude_modules=exclude,
         task_type="CAUSAL_LM",
     )
+
+
+@dataclass
+class VisionSetup:
+    """What both trainers prepare before calling their TRL parent's ``__init__``."""
+
+    family: str
+    processor: Any
+    budget: PixelBudget
+    peft_config: Any
+    callbacks: list
+
+
+def prepare_vision_training(
+    model: Any,
+    args: Any,
+    processing_class: Any,
+    peft_config: Any,
+    callbacks: list | None,
+    datasets: list[Any],
+) -> VisionSetup:
+    """Family, processor with the pixel budget, validated datasets, vision-free LoRA and metrics.csv.
+
+    Validation runs here, before any model weights are touched, so bad rows fail in seconds.
+    """
+    import os
+
+    from transformers import AutoConfig, AutoProcessor
+
+    from r1vision.trainer.metrics_csv import MetricsCSVCallback
+    from r1vision.trainer.validation import validate_dataset
+
+    model_id = model if isinstance(model, str) else model.config._name_or_path
+    family = model_family(AutoConfig.from_pretrained(model) if isinstance(model, str) else model.config)
+    processor = processing_class or AutoProcessor.from_pretrained(model_id)
+    budget = budget_for(processor, family, args.min_pixels, args.max_pixels)
+    apply_budget_to_processor(processor, budget)
+    for dataset in datasets:
+        if dataset is not None and not isinstance(dataset, dict):
+            validate_dataset(dataset, args.image_root, args.validate_rows)
+    if peft_config is None and args.lora_r > 0:
+        peft_config = lora_config(args.lora_r, args.lora_alpha, args.lora_dropout, args.lora_target_modules)
+    callbacks = list(callbacks or [])
+    if args.metrics_csv:
+        callbacks.append(MetricsCSVCallback(os.path.join(args.output_dir, "metrics.csv")))
+    return VisionSetup(family, processor, budget, peft_config, callbacks)

@@ -7,22 +7,13 @@ The output directory holds the model *and* the processor, so it is a valid ``--m
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any
 
 from trl import SFTTrainer
 
 from r1vision.trainer.checkpoint import CheckpointRenameMixin
 from r1vision.trainer.config import VisionSFTConfig
-from r1vision.trainer.metrics_csv import MetricsCSVCallback
-from r1vision.trainer.modeling import (
-    apply_budget_to_processor,
-    budget_for,
-    freeze_vision_tower,
-    lora_config,
-    model_family,
-)
-from r1vision.trainer.validation import validate_dataset
+from r1vision.trainer.modeling import freeze_vision_tower, prepare_vision_training
 from r1vision.vision.budget import PixelBudget
 from r1vision.vision.images import fit_to_budget, images_of_row, load_image
 
@@ -61,26 +52,12 @@ class VisionSFTTrainer(CheckpointRenameMixin, SFTTrainer):
         callbacks: list | None = None,
         **kwargs: Any,
     ) -> None:
-        from transformers import AutoConfig, AutoProcessor
-
         args = args or VisionSFTConfig(output_dir="outputs/sft")
-        model_id = model if isinstance(model, str) else model.config._name_or_path
-        config = AutoConfig.from_pretrained(model) if isinstance(model, str) else model.config
-        self.model_family = model_family(config)
-        if processing_class is None:
-            processing_class = AutoProcessor.from_pretrained(model_id)
-        self.pixel_budget = budget_for(processing_class, self.model_family, args.min_pixels, args.max_pixels)
-        apply_budget_to_processor(processing_class, self.pixel_budget)
-        for dataset in (train_dataset, eval_dataset):
-            if dataset is not None and not isinstance(dataset, dict):
-                validate_dataset(dataset, args.image_root, args.validate_rows)
-        if peft_config is None and args.lora_r > 0:
-            peft_config = lora_config(
-                args.lora_r, args.lora_alpha, args.lora_dropout, args.lora_target_modules
-            )
-        callbacks = list(callbacks or [])
-        if args.metrics_csv:
-            callbacks.append(MetricsCSVCallback(os.path.join(args.output_dir, "metrics.csv")))
+        setup = prepare_vision_training(
+            model, args, processing_class, peft_config, callbacks, [train_dataset, eval_dataset]
+        )
+        self.model_family, self.pixel_budget = setup.family, setup.budget
+        processing_class, peft_config, callbacks = setup.processor, setup.peft_config, setup.callbacks
         super().__init__(
             model=model,
             args=args,
