@@ -1,0 +1,165 @@
+"""Final-answer extraction from model completions and dataset solutions.
+
+Order, the same for both sides: the last ``\\boxed{...}`` (nested braces handled), else the last
+``<answer>...</answer>`` block, else the last number. All functions are linear in the text length,
+never raise on model text and return ``None`` when nothing is found.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+
+# A number as models write it: sign, digits, optional decimals, optional simple fraction "3/4".
+_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:\s*/\s*\d+(?:\.\d+)?)?|(?<![\w.])-?\.\d+")
+_ANSWER_OPEN = "<answer>"
+_ANSWER_CLOSE = "</answer>"
+_BOX_COMMANDS = ("\\boxed", "\\fbox")
+_ANSWER_LETTER = re.compile(r"(?i:answer\s*(?:is|:)\s*(?:option\s*)?)\(?([A-H])\)?(?![\w])")
+_LETTER = re.compile(
+    r"^(?:\\text\{|\\textbf\{|\\mathrm\{)?\s*(?:option|choice)?\s*\(?([A-Ha-h])\)?\s*\}?\s*(?:[.:)]\s*.*)?$",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def _last_match(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
+    """The last match of ``pattern`` in ``text`` (one pass, constant memory)."""
+    tail = deque(pattern.finditer(text), maxlen=1)
+    return tail[0] if tail else None
+
+
+def _braced(text: str, start: int) -> tuple[str, int] | None:
+    """Content of the brace group opening at ``text[start] == "{"`` and the index after it."""
+    depth = 0
+    for i in range(start, len(text)):
+        ch = text[i]
+        if ch == "{" and (i == 0 or text[i - 1] != "\\"):
+            depth += 1
+        elif ch == "}" and (i == 0 or text[i - 1] != "\\"):
+            depth -= 1
+            if depth == 0:
+                return text[start + 1 : i], i + 1
+    return None  # unbalanced: a truncated completion
+
+
+def extract_boxed(text: str) -> str | None:
+    """Content of the last complete ``\\boxed{...}`` (or ``\\fbox{...}``, or ``\\boxed 5``) in ``text``."""
+    if not isinstance(text, str):
+        return None
+    end = len(text)
+    while True:
+        pos = max(text.rfind(cmd, 0, end) for cmd in _BOX_COMMANDS)
+        if pos < 0:
+            return None
+        cmd_len = len("\\boxed") if text.startswith("\\boxed", pos) else len("\\fbox")
+        i = pos + cmd_len
+        while i < len(text) and text[i] in " \t":
+            i += 1
+        if i < len(text) and text[i] == "{":
+            group = _braced(text, i)
+            if group is not None:
+                return group[0].strip()
+        elif i > pos + cmd_len:  # "\boxed 5": a space then one token
+            match = re.match(r"[^\s$]+", text[i:])
+            if match:
+                return match.group(0).strip()
+        end = pos  # unbalanced or empty: try the previous box
+
+
+def extract_answer_tag(text: str) -> str | None:
+    """Content of the last ``<answer>...</answer>`` block (an unclosed last block runs to the end)."""
+    if not isinstance(text, str):
+        return None
+    pos = text.rfind(_ANSWER_OPEN)
+    if pos < 0:
+        return None
+    start = pos + len(_ANSWER_OPEN)
+    close = text.find(_ANSWER_CLOSE, start)
+    content = text[start:] if close < 0 else text[start:close]
+    content = content.strip()
+    return content or None
+
+
+def extract_last_number(text: str) -> str | None:
+    """The last number in ``text`` (``-3``, ``2.5``, ``.5``, ``3/4``), with thousands commas kept out."""
+    if not isinstance(text, str):
+        return None
+    last = _last_match(_NUMBER, text)
+    return re.sub(r"\s+", "", last.group(0)) if last else None
+
+
+def clean_answer(answer: str) -> str:
+    """Strip math delimiters, surrounding whitespace and a trailing full stop."""
+    s = answer.strip()
+    for left, right in (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]")):
+        if len(s) >= len(left) + len(right) and s.startswith(left) and s.endswith(right):
+            s = s[len(left) : len(s) - len(right)].strip()
+    return s.rstrip(".").strip()
+
+
+def extract_final_answer(text: str, reference: bool = False) -> str | None:
+    """The answer a text commits to: last box, else ``<answer>`` block, else last number.
+
+    For model text with a closed ``<think>`` block, the part after ``</think>`` is searched first so
+    that numbers from the reasoning do not win when the answer section has one. With ``reference=True``
+    (a dataset's ``answer``/``solution``), a short one-line text without box or tag is taken whole, so
+    ``2\\sqrt{3}`` stays ``2\\sqrt{3}`` instead of becoming its last number.
+    """
+    if not isinstance(text, str) or not text.strip():
+        return None
+    if reference and "\\boxed" not in text and "\\fbox" not in text and _ANSWER_OPEN not in text:
+        short = clean_answer(text)
+        if short and len(short) <= 100 and "\n" not in short:
+            return short
+    tail = text.rsplit("</think>", 1)[1] if "</think>" in text else None
+    for part in (tail, text) if tail and tail.strip() else (text,):
+        for extractor in (extract_boxed, extract_answer_tag):
+            found = extractor(part)
+            if found:
+                inner = extract_boxed(found) if extractor is extract_answer_tag else None
+                return clean_answer(inner or found)
+    letter = _last_match(_ANSWER_LETTER, tail or text)
+    if letter is not None:  # "the answer is (B)": more specific than the last number
+        return letter.group(1)
+    found = extract_last_number(tail) if tail else None
+    found = found or extract_last_number(text)
+    if found is not None:
+        return found
+    stripped = clean_answer(text)
+    # A bare short answer as datasets write them ("A", "x+1") is its own answer.
+    return stripped if stripped and len(stripped) <= 40 and "\n" not in stripped else None
+
+
+def choice_letter(answer: str) -> str | None:
+    """The option letter an answer names (``B``, ``(B)``, ``B.``, ``B: 5``, ``\\text{B}``, ``Option B``)."""
+    if not isinstance(answer, str) or len(answer) > 200:
+        return None
+    match = _LETTER.match(answer.strip())
+    return match.group(1).upper() if match else None
+
+
+_CHOICE_BLOCK = re.compile(r"(?:choices|options)\s*:?\s*(.*)$", re.IGNORECASE | re.DOTALL)
+_CHOICE_ITEM = re.compile(r"(?:^|\s|\()([A-H])\s*[:.)]\s*")
+
+
+def parse_choices(question: str) -> list[str] | None:
+    """Option values listed in a question (``Choices: A:3 B:4 C:5 D:6`` or one option per line).
+
+    Returns the values in letter order (index 0 = A), or ``None`` when the question lists no options
+    or the letters are not consecutive from A.
+    """
+    if not isinstance(question, str):
+        return None
+    block = _CHOICE_BLOCK.search(question)
+    if not block:
+        return None
+    body = block.group(1)
+    marks = list(_CHOICE_ITEM.finditer(body))
+    letters = [m.group(1) for m in marks]
+    if len(marks) < 2 or letters != [chr(ord("A") + i) for i in range(len(marks))]:
+        return None
+    values = []
+    for i, mark in enumerate(marks):
+        end = marks[i + 1].start() if i + 1 < len(marks) else len(body)
+        values.append(body[mark.end() : end].strip().rstrip(",;").strip())
+    return values if all(values) else None

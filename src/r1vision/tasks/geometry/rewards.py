@@ -1,0 +1,214 @@
+"""Reward functions of the geometry task (TRL convention ``f(prompts, completions, **columns)``).
+
+- ``accuracy``: 1.0 when the completion's final answer matches the row's ``solution`` (else ``answer``).
+- ``format``: 1.0 when ``<think>`` occurs exactly once (and, by default, is closed once after it).
+- ``language``: -1.0 when a completion mixes writing systems (e.g. Latin and Chinese), else 0.0.
+- ``no_eos``: -1.0 for a completion cut at the token limit without an EOS token, else 0.0.
+
+Each is weighted by :func:`build_reward_specs`. None of them raises or hangs on model text.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import unicodedata
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from r1vision.tasks.base import RewardSpec
+from r1vision.tasks.geometry.extract import parse_choices
+from r1vision.tasks.geometry.verify import DEFAULT_TIMEOUT_S, answers_match_batch
+
+logger = logging.getLogger(__name__)
+
+
+def completion_text(completion: Any) -> str:
+    """Text of one completion given as a string or as conversational messages."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, dict):
+        return completion_text(completion.get("content", ""))
+    if isinstance(completion, list):
+        parts = []
+        for item in completion:
+            if isinstance(item, dict) and item.get("type") == "text":
+                parts.append(str(item.get("text") or ""))
+            elif isinstance(item, dict) and "content" in item:
+                parts.append(completion_text(item["content"]))
+            elif isinstance(item, str):
+                parts.append(item)
+        return "".join(parts)
+    return "" if completion is None else str(completion)
+
+
+def _column(kwargs: dict[str, Any], name: str, n: int) -> list[Any]:
+    values = kwargs.get(name)
+    if values is None or isinstance(values, (str, bytes)):
+        return [values] * n
+    values = list(values)
+    return values + [None] * (n - len(values)) if len(values) < n else values
+
+
+def make_accuracy_reward(timeout: float = DEFAULT_TIMEOUT_S) -> Callable[..., list[float]]:
+    """Accuracy reward: 1.0/0.0 via :func:`answers_match` against ``solution`` (fallback ``answer``).
+
+    Multiple-choice rows are recognised by a ``choices`` column, or by options listed in ``question``.
+    """
+
+    def accuracy(prompts: Any, completions: Sequence[Any], **kwargs: Any) -> list[float]:
+        n = len(completions)
+        solutions, answers = _column(kwargs, "solution", n), _column(kwargs, "answer", n)
+        choices, questions = _column(kwargs, "choices", n), _column(kwargs, "question", n)
+        texts, references, options = [], [], []
+        for i, completion in enumerate(completions):
+            reference = solutions[i] if solutions[i] not in (None, "") else answers[i]
+            option = choices[i] if isinstance(choices[i], (list, tuple)) and choices[i] else None
+            if option is None and isinstance(questions[i], str):
+                option = parse_choices(questions[i])
+            texts.append(completion_text(completion))
+            references.append("" if reference is None else str(reference))  # "" never matches
+            options.append(option)
+        verdicts = answers_match_batch(texts, references, options, timeout=timeout)
+        return [1.0 if ok else 0.0 for ok in verdicts]
+
+    accuracy.__name__ = "accuracy"
+    return accuracy
+
+
+def make_format_reward(require_close: bool = True) -> Callable[..., list[float]]:
+    """Format reward: 1.0 when ``<think>`` occurs exactly once (and ``</think>`` once after it)."""
+
+    def format(prompts: Any, completions: Sequence[Any], **kwargs: Any) -> list[float]:  # noqa: A001
+        rewards = []
+        for completion in completions:
+            text = completion_text(completion)
+            ok = text.count("<think>") == 1
+            if ok and require_close:
+                ok = text.count("</think>") == 1 and text.index("<think>") < text.index("</think>")
+            rewards.append(1.0 if ok else 0.0)
+        return rewards
+
+    format.__name__ = "format"
+    return format
+
+
+# Scripts a reasoning trace might drift into. Greek and symbols are deliberately absent: maths uses them.
+_SCRIPT_PREFIXES = {
+    "LATIN": "latin",
+    "CJK": "cjk",
+    "HIRAGANA": "cjk",
+    "KATAKANA": "cjk",
+    "HANGUL": "hangul",
+    "CYRILLIC": "cyrillic",
+    "ARABIC": "arabic",
+    "HEBREW": "hebrew",
+    "DEVANAGARI": "devanagari",
+    "THAI": "thai",
+}
+
+
+def scripts_used(text: str, min_chars: int = 1) -> set[str]:
+    """Writing systems with at least ``min_chars`` letters in ``text`` (``latin``, ``cjk``, ...)."""
+    counts: dict[str, int] = {}
+    for ch in text:
+        if ch.isascii():
+            if ch.isalpha():
+                counts["latin"] = counts.get("latin", 0) + 1
+            continue
+        if not (ch.isalpha() or unicodedata.category(ch) == "Lo"):
+            continue
+        name = unicodedata.name(ch, "")
+        script = next((s for prefix, s in _SCRIPT_PREFIXES.items() if name.startswith(prefix)), None)
+        if script:
+            counts[script] = counts.get(script, 0) + 1
+    return {s for s, c in counts.items() if c >= min_chars}
+
+
+def make_language_reward(min_chars: int = 1) -> Callable[..., list[float]]:
+    """Language-mixing penalty: -1.0 when two or more writing systems each have ``min_chars`` letters."""
+
+    def language(prompts: Any, completions: Sequence[Any], **kwargs: Any) -> list[float]:
+        return [-1.0 if len(scripts_used(completion_text(c), min_chars)) > 1 else 0.0 for c in completions]
+
+    language.__name__ = "language"
+    return language
+
+
+def make_no_eos_penalty(
+    eos_token_id: int | Iterable[int], max_completion_length: int | None = None
+) -> Callable[..., list[float]]:
+    """Penalty for completions without EOS: -1.0 when truncated, else 0.0.
+
+    Reads TRL's ``completion_ids`` keyword (one token-id list per completion). With
+    ``max_completion_length``, a completion counts as truncated when it reached that length and its last
+    token is not an EOS id, which is right whether or not the generator keeps the EOS in the ids. Without
+    it, a completion that contains no EOS id at all is penalised. Rows without ``completion_ids`` get 0.0.
+    """
+    eos_ids = {int(eos_token_id)} if isinstance(eos_token_id, int) else {int(t) for t in eos_token_id}
+    if not eos_ids:
+        raise ValueError("make_no_eos_penalty needs at least one EOS token id")
+
+    def no_eos(prompts: Any, completions: Sequence[Any], **kwargs: Any) -> list[float]:
+        ids_list = _column(kwargs, "completion_ids", len(completions))
+        rewards = []
+        for ids in ids_list:
+            try:
+                ids = [int(t) for t in ids] if ids is not None else None
+            except (TypeError, ValueError):
+                ids = None
+            if ids is None:
+                rewards.append(0.0)
+            elif max_completion_length is not None:
+                truncated = len(ids) >= max_completion_length and (not ids or ids[-1] not in eos_ids)
+                rewards.append(-1.0 if truncated else 0.0)
+            else:
+                rewards.append(0.0 if eos_ids.intersection(ids) else -1.0)
+        return rewards
+
+    no_eos.__name__ = "no_eos"
+    return no_eos
+
+
+def _finite(func: Callable[..., list[float]], low: float, high: float) -> Callable[..., list[float]]:
+    """Wrap a reward so a bug never crashes training or emits NaN: failures score 0 (``low`` if 0 is out of range)."""
+    fallback = 0.0 if low <= 0.0 <= high else low
+
+    def wrapped(prompts: Any, completions: Sequence[Any], **kwargs: Any) -> list[float]:
+        try:
+            values = func(prompts, completions, **kwargs)
+        except Exception:  # noqa: BLE001
+            logger.exception("reward %s failed; scoring %s", func.__name__, fallback)
+            return [fallback] * len(completions)
+        return [min(high, max(low, v)) if math.isfinite(v) else fallback for v in values]
+
+    wrapped.__name__ = func.__name__
+    return wrapped
+
+
+def build_reward_specs(
+    accuracy_weight: float = 1.0,
+    format_weight: float = 0.0,
+    language_weight: float = 0.0,
+    no_eos_weight: float = 1.0,
+    eos_token_id: int | Iterable[int] | None = None,
+    max_completion_length: int | None = None,
+    require_close_think: bool = True,
+    timeout: float = DEFAULT_TIMEOUT_S,
+) -> list[RewardSpec]:
+    """The geometry rewards with their weights.
+
+    ``accuracy``, ``format`` and ``language`` are always returned (a zero weight still logs the value);
+    ``no_eos`` only when ``eos_token_id`` is given, since it cannot work without it.
+    """
+    specs = [
+        RewardSpec("accuracy", _finite(make_accuracy_reward(timeout), 0.0, 1.0), accuracy_weight, 0.0, 1.0),
+        RewardSpec(
+            "format", _finite(make_format_reward(require_close_think), 0.0, 1.0), format_weight, 0.0, 1.0
+        ),
+        RewardSpec("language", _finite(make_language_reward(), -1.0, 0.0), language_weight, -1.0, 0.0),
+    ]
+    if eos_token_id is not None:
+        penalty = make_no_eos_penalty(eos_token_id, max_completion_length)
+        specs.append(RewardSpec("no_eos", _finite(penalty, -1.0, 0.0), no_eos_weight, -1.0, 0.0))
+    return specs

@@ -1,0 +1,299 @@
+"""``answers_match``: is a model's final answer the dataset's answer?
+
+Both texts go through :func:`~r1vision.tasks.geometry.extract.extract_final_answer`, then the rules run
+cheapest first and the first one that agrees wins:
+
+1. ``choice``: two option letters (``B``, ``(B)``, ``Option B``) must be equal; with ``choices``, a letter
+   on one side is replaced by its option value and the other rules compare values;
+2. ``exact``: equal strings after notation clean-up (degree marks, units, radicals, spacing);
+3. ``numeric``: equal values within ``rel_tol``, or equal after rounding to the precision the other side
+   was written with; ×100/÷100 when either side is a percentage;
+4. ``multi``: the same multiset of values for comma-separated answers and ``\\pm`` expansions;
+5. ``interval``: the same bracket types and endpoints;
+6. ``math_verify``: HuggingFace math-verify's ``verify(parse(gold), parse(pred))``.
+
+Rules 1-5 are bounded by construction (see :mod:`.normalize`) and run in-process. Rule 6 runs sympy,
+which can run for hours on hostile input, so it runs in a killable worker subprocess with a hard
+deadline (see :mod:`.isolation`); that works in any thread and in DataLoader workers. Nothing here
+raises on model text: any failure means "no match".
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections.abc import Sequence
+
+from r1vision.tasks.geometry.extract import choice_letter, extract_final_answer
+from r1vision.tasks.geometry.isolation import WorkerUnavailable, get_pool
+from r1vision.tasks.geometry.normalize import (
+    MAX_LEN,
+    Normalized,
+    decimal_places,
+    evaluate,
+    expand_pm,
+    normalize,
+    split_top_level,
+)
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_S = 5.0
+DEFAULT_REL_TOL = 1e-6
+# Math-verify's input cap: sympy's cost grows quickly with length and nobody boxes a 2,000-char answer.
+_MAX_MATH_VERIFY_LEN = 1000
+_WARNED = False
+
+
+def _close(p: float, g: float, p_text: str, g_text: str, rel_tol: float) -> bool:
+    """Equal within ``rel_tol``, or within half a unit of the last written decimal place.
+
+    The rounding allowance applies to a reference written as a decimal (``3.46``) against a prediction at
+    least as precise (``3.4641`` or ``2\\sqrt{3}``), and to a prediction with at least two decimals
+    against an exact reference. Integers get no allowance, so ``12`` never matches ``12.4``.
+    """
+    diff = abs(p - g)
+    if diff <= max(rel_tol * max(abs(p), abs(g)), 1e-12):
+        return True
+    dg, dp = decimal_places(g_text), decimal_places(p_text)
+    places = None
+    if dg and (dp is None or dp >= dg):
+        places = dg
+    elif dp is not None and dp >= 2 and dg is None:
+        places = dp
+    return places is not None and diff <= 0.5 * 10.0**-places * (1 + 1e-9)
+
+
+def _numeric(gn: Normalized, pn: Normalized, rel_tol: float) -> bool:
+    g, p = evaluate(gn.text), evaluate(pn.text)
+    if g is None or p is None:
+        return False
+    if _close(p, g, pn.text, gn.text, rel_tol):
+        return True
+    # "25\%" vs "0.25": the side without a percent sign may give the fraction, never the reverse,
+    # so "200" does not match "2\%"
+    tol = max(rel_tol, 1e-9)
+    if gn.percent and not pn.percent:
+        return math.isclose(p * 100.0, g, rel_tol=tol, abs_tol=1e-12)
+    if pn.percent and not gn.percent:
+        return math.isclose(g * 100.0, p, rel_tol=tol, abs_tol=1e-12)
+    return False
+
+
+_OR_AND = re.compile(r"\s+(?:or|and)\s+|\\text\{\s*(?:or|and)\s*\}")
+
+
+def _values(answer: str) -> list[tuple[float, str]] | None:
+    items: list[tuple[float, str]] = []
+    for part in split_top_level(_OR_AND.sub(",", answer)):
+        for item in expand_pm(part):
+            norm = normalize(item)
+            value = evaluate(norm.text) if norm else None
+            if value is None:
+                return None
+            items.append((value, norm.text))
+    return items
+
+
+def _multi(gold: str, pred: str, rel_tol: float) -> bool:
+    gv, pv = _values(gold), _values(pred)
+    if not gv or not pv or len(gv) != len(pv) or len(gv) < 2:
+        return False
+    unused = list(pv)
+    for g, g_text in gv:
+        hit = next((i for i, (p, p_text) in enumerate(unused) if _close(p, g, p_text, g_text, rel_tol)), None)
+        if hit is None:
+            return False
+        unused.pop(hit)
+    return True
+
+
+_INTERVAL = re.compile(r"([(\[])([^,()\[\]]+),([^,()\[\]]+)([)\]])")
+_UNION = re.compile(r"\\cup|∪|\bU\b")
+
+
+def _intervals(answer: str) -> list[tuple[str, float, float, str]] | None:
+    text = answer.replace("\\left", "").replace("\\right", "").replace(" ", "")
+    out = []
+    for piece in _UNION.split(text):
+        match = _INTERVAL.fullmatch(piece.strip())
+        if not match:
+            return None
+        ends = []
+        for end in (match.group(2), match.group(3)):
+            bare = end.replace("\\infty", "inf").replace("∞", "inf").lstrip("+")
+            if bare in ("inf", "-inf"):
+                ends.append(float(bare))
+            else:
+                norm = normalize(end)
+                value = evaluate(norm.text) if norm else None
+                if value is None:
+                    return None
+                ends.append(value)
+        out.append((match.group(1), ends[0], ends[1], match.group(4)))
+    return out
+
+
+def _interval(gold: str, pred: str, rel_tol: float) -> bool:
+    gi, pi = _intervals(gold), _intervals(pred)
+    if not gi or not pi or len(gi) != len(pi):
+        return False
+    for (gl, g0, g1, gr), (pl, p0, p1, pr) in zip(gi, pi, strict=True):
+        if gl != pl or gr != pr:
+            return False
+        for g, p in ((g0, p0), (g1, p1)):
+            if math.isinf(g) or math.isinf(p):
+                if g != p:
+                    return False
+            elif not math.isclose(g, p, rel_tol=max(rel_tol, 1e-9), abs_tol=1e-12):
+                return False
+    return True
+
+
+def _math_verify(gold: str, pred: str, timeout: float, isolate: bool) -> bool:
+    global _WARNED
+    if len(gold) > _MAX_MATH_VERIFY_LEN or len(pred) > _MAX_MATH_VERIFY_LEN:
+        return False
+    gold_box, pred_box = f"\\boxed{{{gold}}}", f"\\boxed{{{pred}}}"
+    if not isolate:  # benchmarks and trusted input only: no deadline at all
+        from math_verify import parse, verify
+
+        g, p = parse(gold_box, parsing_timeout=None), parse(pred_box, parsing_timeout=None)
+        return bool(g) and bool(p) and bool(verify(g, p, timeout_seconds=None))
+    try:
+        return get_pool().verify(gold_box, pred_box, timeout)
+    except (WorkerUnavailable, OSError) as err:
+        if not _WARNED:
+            logger.warning("math-verify check disabled: %s", err)
+            _WARNED = True
+        return False
+
+
+def _value_rules(gold: str, pred: str, rel_tol: float) -> str | None:
+    gn, pn = normalize(gold), normalize(pred)
+    if gn is None or pn is None:
+        return None
+    if gn.text and gn.text.replace(" ", "") == pn.text.replace(" ", "") and gn.percent == pn.percent:
+        return "exact"
+    if _numeric(gn, pn, rel_tol):
+        return "numeric"
+    if _multi(gold, pred, rel_tol):
+        return "multi"
+    if _interval(gold, pred, rel_tol):
+        return "interval"
+    return None
+
+
+def _resolve_choices(gold: str, pred: str, choices: Sequence[str] | None) -> tuple[str, str, bool]:
+    """Replace an option letter by its option value (when ``choices`` lists it); report whether one was."""
+    if not choices:
+        return gold, pred, False
+    options = [str(c) for c in choices]
+
+    def value_of(text: str) -> str:
+        letter = choice_letter(text)
+        index = ord(letter) - ord("A") if letter else -1
+        return options[index] if 0 <= index < len(options) else text
+
+    new_gold, new_pred = value_of(gold), value_of(pred)
+    return new_gold, new_pred, (new_gold, new_pred) != (gold, pred)
+
+
+def explain_match(
+    prediction: str,
+    solution: str,
+    choices: Sequence[str] | None = None,
+    *,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    rel_tol: float = DEFAULT_REL_TOL,
+    use_math_verify: bool = True,
+    isolate: bool = True,
+) -> str | None:
+    """Name of the first rule under which ``prediction`` matches ``solution``, or ``None``.
+
+    Args:
+        prediction: model text (reasoning and all) or a bare answer.
+        solution: the dataset's ``solution`` (``\\boxed{20}``) or ``answer`` (``20``).
+        choices: option values in letter order (index 0 = A), when the row is multiple choice.
+        timeout: seconds math-verify may take for this call before the worker is killed.
+        rel_tol: relative tolerance of the numeric rules.
+        use_math_verify: run rule 6 at all.
+        isolate: run math-verify in the worker subprocess (``False``: in-process, no deadline; only for
+            benchmarking trusted input).
+    """
+    try:
+        pred = extract_final_answer(prediction)
+        gold = extract_final_answer(solution, reference=True)
+        if not pred or not gold or len(gold) > MAX_LEN * 4:
+            return None
+        gold_letter, pred_letter = choice_letter(gold), choice_letter(pred)
+        if gold_letter is not None and pred_letter is not None:
+            return "choice" if gold_letter == pred_letter else None  # nothing may overrule two letters
+        gold, pred, mapped = _resolve_choices(gold, pred, choices)
+        rule = _value_rules(gold, pred, rel_tol)
+        if rule is None and use_math_verify and _math_verify(gold, pred, timeout, isolate):
+            rule = "math_verify"
+        return "choice" if rule is not None and mapped else rule
+    except Exception:  # noqa: BLE001 - model text must never crash a reward
+        logger.debug("answers_match failed", exc_info=True)
+        return None
+
+
+def answers_match(
+    prediction: str,
+    solution: str,
+    choices: Sequence[str] | None = None,
+    *,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    rel_tol: float = DEFAULT_REL_TOL,
+    use_math_verify: bool = True,
+    isolate: bool = True,
+) -> bool:
+    """True when the final answer of ``prediction`` equals that of ``solution`` under any rule.
+
+    Wrong, empty or unparsable answers give False, never an exception; the call returns within about
+    ``timeout`` seconds (plus a one-off worker start of about a second per process). See
+    :func:`explain_match` for the arguments.
+    """
+    return (
+        explain_match(
+            prediction,
+            solution,
+            choices,
+            timeout=timeout,
+            rel_tol=rel_tol,
+            use_math_verify=use_math_verify,
+            isolate=isolate,
+        )
+        is not None
+    )
+
+
+def answers_match_batch(
+    predictions: Sequence[str],
+    solutions: Sequence[str],
+    choices: Sequence[Sequence[str] | None] | None = None,
+    *,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    rel_tol: float = DEFAULT_REL_TOL,
+) -> list[bool]:
+    """:func:`answers_match` over pairs, with math-verify calls spread over the worker pool.
+
+    The work happens in the worker subprocesses, so threads here only wait: a batch of ``n`` items that all
+    need math-verify takes about ``n / pool size`` times one call, and at most that many timeouts.
+    """
+    if len(predictions) != len(solutions):
+        raise ValueError(f"{len(predictions)} predictions but {len(solutions)} solutions")
+    options = list(choices) if choices is not None else [None] * len(predictions)
+
+    def one(i: int) -> bool:
+        return answers_match(predictions[i], solutions[i], options[i], timeout=timeout, rel_tol=rel_tol)
+
+    workers = min(get_pool().size, len(predictions))
+    if workers <= 1:
+        return [one(i) for i in range(len(predictions))]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="answers_match") as executor:
+        return list(executor.map(one, range(len(predictions))))
