@@ -117,7 +117,11 @@ def evaluate_files(task: Task, gt: str, pred: str, split: str = "test", **kwargs
     rows = task.load(gt, split=split, **kwargs)
     preds = read_predictions(pred)
     by_index = {int(r["index"]): r for r in preds}
-    completions = [by_index[i]["completion"] if i in by_index else "" for i in range(len(rows))]
+    # Several samples per row (``--num-samples``) are passed as a list: tasks score pass@k from them.
+    completions = [
+        (by_index[i].get("samples") or by_index[i]["completion"]) if i in by_index else ""
+        for i in range(len(rows))
+    ]
     result = task.evaluate([rows[i] for i in range(len(rows))], completions, **kwargs)
     result.metrics.setdefault("num_items", float(len(rows)))
     result.metrics.setdefault(

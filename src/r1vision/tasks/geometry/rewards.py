@@ -18,6 +18,7 @@ from typing import Any
 
 from r1vision.tasks.base import RewardSpec
 from r1vision.tasks.geometry.extract import parse_choices
+from r1vision.tasks.geometry.metrics import generation_step_metrics
 from r1vision.tasks.geometry.verify import DEFAULT_TIMEOUT_S, answers_match_batch
 
 logger = logging.getLogger(__name__)
@@ -50,10 +51,15 @@ def _column(kwargs: dict[str, Any], name: str, n: int) -> list[Any]:
     return values + [None] * (n - len(values)) if len(values) < n else values
 
 
-def make_accuracy_reward(timeout: float = DEFAULT_TIMEOUT_S) -> Callable[..., list[float]]:
+def make_accuracy_reward(
+    timeout: float = DEFAULT_TIMEOUT_S, max_completion_length: int | None = None
+) -> Callable[..., list[float]]:
     """Accuracy reward: 1.0/0.0 via :func:`answers_match` against ``solution`` (fallback ``answer``).
 
     Multiple-choice rows are recognised by a ``choices`` column, or by options listed in ``question``.
+    When the trainer passes ``log_metric`` (TRL does), it also logs MAYE's per-generation-step metrics
+    (``maye/*``: response length, clip ratio at ``max_completion_length``, reflection ratios and word
+    counts) from the verdicts it has just computed, so they land in ``metrics.csv`` at no extra cost.
     """
 
     def accuracy(prompts: Any, completions: Sequence[Any], **kwargs: Any) -> list[float]:
@@ -70,6 +76,14 @@ def make_accuracy_reward(timeout: float = DEFAULT_TIMEOUT_S) -> Callable[..., li
             references.append("" if reference is None else str(reference))  # "" never matches
             options.append(option)
         verdicts = answers_match_batch(texts, references, options, timeout=timeout)
+        log_metric = kwargs.get("log_metric")
+        if callable(log_metric):
+            ids = kwargs.get("completion_ids")
+            lengths = [len(x) for x in ids] if ids is not None else None
+            for name, value in generation_step_metrics(
+                texts, verdicts, lengths, max_completion_length
+            ).items():
+                log_metric(f"maye/{name}", value)
         return [1.0 if ok else 0.0 for ok in verdicts]
 
     accuracy.__name__ = "accuracy"
@@ -202,7 +216,13 @@ def build_reward_specs(
     ``no_eos`` only when ``eos_token_id`` is given, since it cannot work without it.
     """
     specs = [
-        RewardSpec("accuracy", _finite(make_accuracy_reward(timeout), 0.0, 1.0), accuracy_weight, 0.0, 1.0),
+        RewardSpec(
+            "accuracy",
+            _finite(make_accuracy_reward(timeout, max_completion_length), 0.0, 1.0),
+            accuracy_weight,
+            0.0,
+            1.0,
+        ),
         RewardSpec(
             "format", _finite(make_format_reward(require_close_think), 0.0, 1.0), format_weight, 0.0, 1.0
         ),

@@ -1,0 +1,64 @@
+"""The trainer's advantage_estimator option and an LR schedule sized in optimizer steps."""
+
+import csv
+
+import pytest
+import torch
+
+from conftest import grpo_args, varied_reward
+from r1vision.tasks import get_task
+from r1vision.trainer.advantages import compute_advantages
+from r1vision.trainer.grpo import VisionGRPOTrainer
+
+
+@pytest.mark.parametrize("estimator", ["reinforce_pp", "rloo"])
+def test_estimator_replaces_trl_advantages(tiny_model, color_dir, tmp_path, estimator):
+    ds = get_task("color").load(color_dir).remove_columns(["completion"])
+    trainer = VisionGRPOTrainer(
+        tiny_model("qwen2_vl"),
+        [varied_reward],
+        args=grpo_args(tmp_path, max_steps=1, advantage_estimator=estimator),
+        train_dataset=ds,
+    )
+    trainer.train()
+    rewards = (trainer._last_rewards_per_func * trainer.reward_weights.unsqueeze(0)).nansum(dim=1)
+    expected = compute_advantages(rewards, 4, estimator)
+    got = torch.cat([b["advantages"] for b in trainer._buffered_inputs])
+    # the buffer is shuffled: compare as multisets
+    assert torch.allclose(got.sort().values, expected.sort().values, atol=1e-5)
+    if estimator == "reinforce_pp":  # whitened over the whole batch
+        assert abs(expected.mean().item()) < 1e-5
+
+
+def test_cosine_schedule_does_not_wrap(tiny_model, color_dir, tmp_path):
+    """MAYE sizes its cosine in rollout steps but steps it per optimizer step, so it wraps; ours must decay."""
+    ds = get_task("color").load(color_dir).remove_columns(["completion"])
+    args = grpo_args(
+        tmp_path,
+        max_steps=6,
+        lr_scheduler_type="cosine",
+        learning_rate=1e-3,
+        steps_per_generation=2,
+        per_device_train_batch_size=4,
+        num_generations=4,
+    )
+    VisionGRPOTrainer(tiny_model("qwen2_vl"), [varied_reward], args=args, train_dataset=ds).train()
+    with open(tmp_path / "metrics.csv") as f:
+        lrs = [float(r["learning_rate"]) for r in csv.DictReader(f) if r.get("learning_rate")]
+    assert len(lrs) == 6
+    assert all(a >= b for a, b in zip(lrs, lrs[1:], strict=False)), lrs
+    assert lrs[-1] < 0.1 * lrs[0]
+
+
+def test_reinforce_pp_with_one_response_per_prompt(tiny_model, color_dir, tmp_path):
+    import math
+
+    ds = get_task("color").load(color_dir).remove_columns(["completion"])
+    args = grpo_args(tmp_path, max_steps=2, advantage_estimator="reinforce_pp", num_generations=1)
+    assert args.num_generations == 1
+    trainer = VisionGRPOTrainer(tiny_model("qwen2_vl"), [varied_reward], args=args, train_dataset=ds)
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    assert math.isfinite(trainer.train().training_loss)
+    advantages = torch.cat([b["advantages"] for b in trainer._buffered_inputs])
+    assert abs(advantages.mean().item()) < 1e-5 and advantages.abs().sum() > 0
+    assert any(not torch.equal(before[n], p.detach()) for n, p in trainer.model.named_parameters())

@@ -1,0 +1,138 @@
+"""Geometry end to end with a tiny model: GRPO logs MAYE's metrics; infer with k samples → eval pass@k."""
+
+import csv
+import json
+
+from r1vision.cli import main
+
+
+def test_geometry_pipeline_logs_maye_metrics_and_scores_pass_at_k(tmp_path, tiny_model):
+    data = tmp_path / "data"
+    assert main(["synth", "geometry", "--out", str(data), "--n", "4", "--seed", "0"]) == 0
+    assert main(["synth", "geometry", "--out", str(data), "--n", "3", "--seed", "1", "--split", "test"]) == 0
+    base = tiny_model("qwen2_5_vl")
+    assert (
+        main(
+            [
+                "grpo",
+                "--model",
+                base,
+                "--dataset",
+                str(data),
+                "--task",
+                "geometry",
+                "--output_dir",
+                str(tmp_path / "grpo"),
+                "--per_device_train_batch_size",
+                "4",
+                "--num_generations",
+                "4",
+                "--max_completion_length",
+                "12",
+                "--max_steps",
+                "1",
+                "--logging_steps",
+                "1",
+                "--report_to",
+                "none",
+                "--save_strategy",
+                "no",
+                "--use_cpu",
+                "true",
+                "--max_pixels",
+                "3136",
+            ]
+        )
+        == 0
+    )
+    with open(tmp_path / "grpo" / "metrics.csv") as f:
+        row = next(csv.DictReader(f))
+    analysis = [
+        "reflection_ratio",
+        "reflection_ratio_in_correct_answers",
+        "reflection_ratio_in_incorrect_answers",
+        "correct_ratio_in_reflection_texts",
+        "correct_ratio_in_no_reflection_texts",
+    ]
+    words = [
+        "re-check",
+        "re-evaluate",
+        "re-examine",
+        "re-think",
+        "recheck",
+        "reevaluate",
+        "reexamine",
+        "reevaluation",
+        "rethink",
+        "check again",
+        "think again",
+        "try again",
+        "verify",
+        "wait",
+        "yet",
+    ]
+    expected = [
+        "maye/accuracy",
+        "maye/response_length/mean",
+        "maye/response_length/clip_ratio",
+        "rewards/accuracy/mean",
+        "rewards/no_eos/mean",
+    ]
+    expected += [f"maye/reflection_analysis/{k}" for k in analysis] + [
+        f"maye/reflection_words/{w}" for w in words
+    ]
+    missing = [k for k in expected if k not in row]
+    assert not missing, missing
+    # a random model never stops within 12 tokens: every completion is clipped and penalised
+    assert float(row["maye/response_length/clip_ratio"]) == 1.0 and float(row["rewards/no_eos/mean"]) == -1.0
+
+    pred = tmp_path / "pred"
+    assert (
+        main(
+            [
+                "infer",
+                "--task",
+                "geometry",
+                "--model",
+                str(tmp_path / "grpo"),
+                "--dataset",
+                str(data),
+                "--split",
+                "test",
+                "--out",
+                str(pred),
+                "--num-samples",
+                "3",
+                "--temperature",
+                "1.0",
+                "--max-new-tokens",
+                "8",
+                "--max-pixels",
+                "3136",
+            ]
+        )
+        == 0
+    )
+    records = [json.loads(x) for x in (pred / "shard-00000.jsonl").read_text().splitlines()]
+    assert len(records) == 3 and all(len(r["samples"]) == 3 for r in records)
+    out, verdicts = tmp_path / "m.json", tmp_path / "v.jsonl"
+    assert (
+        main(
+            [
+                "eval",
+                "geometry",
+                "--gt",
+                str(data),
+                "--pred",
+                str(pred),
+                "--json-out",
+                str(out),
+                "--records-out",
+                str(verdicts),
+            ]
+        )
+        == 0
+    )
+    metrics = json.loads(out.read_text())
+    assert 0.0 <= metrics["accuracy"] <= 1.0 and metrics["num_items"] == 3
+    assert len(verdicts.read_text().splitlines()) == 3
