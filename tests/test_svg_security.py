@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 from r1vision.tasks.svg.extract import extract_svg, find_svg
-from r1vision.tasks.svg.render import RenderPool, _refuse_non_data, default_pool
+from r1vision.tasks.svg.render import RenderPool, default_pool
 from r1vision.tasks.svg.rewards import RewardConfig, SVGScorer, make_term_reward
 from r1vision.tasks.svg.sanitize import SanitizeLimits, sanitize
+from r1vision.tasks.svg.worker import _refuse_non_data
 
 SVG_NS = 'xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink"'
 SECRET = "TOPSECRET-7f3a9c"

@@ -15,7 +15,7 @@ Isolation, in layers:
 Workers are started with ``subprocess`` (fork+exec, so safe next to torch threads) rather than
 ``multiprocessing``'s spawn/forkserver: those re-import the caller's ``__main__`` in every worker, and a
 training script that imports ``r1vision`` (hence transformers) would cost seconds and hundreds of MB per
-worker. The worker loads only ``extract.py``, ``sanitize.py`` and this file, as a private package.
+worker. The worker loads only ``worker.py``, ``sanitize.py`` and ``extract.py`` (see :mod:`.worker`), as a private package.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import atexit
 import json
 import os
 import select
-import struct
 import subprocess
 import sys
 import threading
@@ -38,19 +37,18 @@ from typing import Any
 import numpy as np
 
 from .extract import completion_text, find_svg
-from .sanitize import DTD, TOO_LARGE, SanitizeLimits, declares_entities, sanitize
-
-TIMEOUT = "timeout"
-MEMORY = "memory"
-RENDER_ERROR = "render_error"
-WORKER_CRASH = "worker_crash"
-POOL_ERROR = "pool_error"
-BAD_SIZE = "bad_size"
-BLANK = "blank"
-
-_FRAME = struct.Struct(">II")  # header length, body length
-_MAX_HEADER = 1 << 16
-_SANDBOX_PACKAGE = "_r1vision_svg_sandbox"
+from .sanitize import DTD, TOO_LARGE, SanitizeLimits, declares_entities
+from .worker import (
+    _FRAME,
+    _MAX_HEADER,
+    BAD_SIZE,
+    MEMORY,
+    POOL_ERROR,
+    RENDER_ERROR,
+    TIMEOUT,
+    WORKER_CRASH,
+    _frame,
+)
 
 
 @dataclass(frozen=True)
@@ -67,130 +65,14 @@ class RenderResult:
         return self.image is not None
 
 
-def _frame(header: dict[str, Any], body: bytes = b"") -> bytes:
-    head = json.dumps(header).encode()
-    return _FRAME.pack(len(head), len(body)) + head + body
-
-
-# ----------------------------------------------------------------------------------------------- worker side
-
-
-def _refuse_non_data(url: str, resource_type: str) -> bytes:
-    """CairoSVG ``url_fetcher``: decode ``data:`` URIs, refuse every other URL (files, http, relative)."""
-    if isinstance(url, str) and url[:5].lower() == "data:":
-        from urllib.request import urlopen
-
-        with urlopen(url) as response:  # urllib's data: handler decodes in memory, no I/O
-            return response.read()
-    raise ValueError(f"external resource refused: {str(url)[:80]}")
-
-
-def _read_exact(stream, n: int) -> bytes | None:
-    data = bytearray()
-    while len(data) < n:
-        chunk = stream.read(n - len(data))
-        if not chunk:
-            return None
-        data += chunk
-    return bytes(data)
-
-
-def _limit_worker(memory_mb: int) -> None:
-    import resource
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's business
-    try:  # die with the parent even if it is SIGKILLed mid-render (Linux only)
-        import ctypes
-
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except Exception:
-        pass
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_CPU, (3600, 3600))
-    baseline = 0
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmSize:"):
-                    baseline = int(line.split()[1]) * 1024
-    except OSError:
-        baseline = 512 << 20
-    limit = baseline + memory_mb * (1 << 20)
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-
-
-def _render_in_worker(text: str, width: int, height: int, limits: SanitizeLimits) -> tuple[dict, bytes]:
-    from cairosvg.parser import Tree
-    from cairosvg.surface import PNGSurface
-
-    checked = sanitize(text, limits)
-    if not checked.ok:
-        return {"reason": checked.reason, "detail": checked.detail}, b""
-    try:
-        tree = Tree(
-            bytestring=checked.svg.encode("utf-8", "replace"), unsafe=False, url_fetcher=_refuse_non_data
-        )
-        surface = PNGSurface(
-            tree, None, 96, output_width=width, output_height=height, background_color="white"
-        )
-        surface.cairo.flush()
-        h, w, stride = surface.cairo.get_height(), surface.cairo.get_width(), surface.cairo.get_stride()
-        bgra = (
-            np.frombuffer(surface.cairo.get_data(), np.uint8).reshape(h, stride)[:, : w * 4].reshape(h, w, 4)
-        )
-        rgb = np.ascontiguousarray(bgra[..., 2::-1])  # cairo ARGB32 is BGRA in memory (little endian)
-        if rgb.shape != (height, width, 3):
-            return {"reason": RENDER_ERROR, "detail": f"surface is {w}x{h}"}, b""
-        return {"reason": None}, rgb.tobytes()
-    except MemoryError:
-        return {"reason": MEMORY, "detail": "MemoryError", "retire": True}, b""
-    except RecursionError:
-        return {"reason": TOO_LARGE, "detail": "recursion limit"}, b""
-    except Exception as exc:
-        detail = f"{type(exc).__name__}: {str(exc)[:160]}"
-        if "NO_MEMORY" in detail or "memory" in detail.lower():
-            return {"reason": MEMORY, "detail": detail, "retire": True}, b""
-        return {"reason": RENDER_ERROR, "detail": detail}, b""
-
-
-def _worker_main() -> None:
-    """Entry point of a worker process: read framed requests on stdin, write framed replies on stdout."""
-    config = json.loads(sys.argv[1])
-    limits = SanitizeLimits(**config["limits"])
-    import cairosvg.parser  # noqa: F401  (import before the memory limit is measured)
-    import cairosvg.surface  # noqa: F401
-
-    _limit_worker(int(config["memory_mb"]))
-    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
-    stdout.write(_frame({"ready": True, "pid": os.getpid()}))
-    stdout.flush()
-    while True:
-        head = _read_exact(stdin, _FRAME.size)
-        if head is None:
-            return
-        header_len, body_len = _FRAME.unpack(head)
-        request = json.loads(_read_exact(stdin, header_len) or b"{}")
-        body = _read_exact(stdin, body_len) or b""
-        start = time.perf_counter()
-        try:
-            reply, pixels = _render_in_worker(
-                body.decode("utf-8", "replace"), request["w"], request["h"], limits
-            )
-        except MemoryError:
-            reply, pixels = {"reason": MEMORY, "detail": "MemoryError", "retire": True}, b""
-        reply["id"] = request["id"]
-        reply["seconds"] = time.perf_counter() - start
-        stdout.write(_frame(reply, pixels))
-        stdout.flush()
-
-
+_SANDBOX_PACKAGE = "_r1vision_svg_sandbox"
 _BOOTSTRAP = (
     "import importlib, sys, types\n"
     f"pkg = types.ModuleType({_SANDBOX_PACKAGE!r}); pkg.__path__ = [sys.argv.pop(1)]\n"
     f"sys.modules[{_SANDBOX_PACKAGE!r}] = pkg\n"
-    f"importlib.import_module({_SANDBOX_PACKAGE!r} + '.render')._worker_main()\n"
+    f"importlib.import_module({_SANDBOX_PACKAGE!r} + '.worker')._worker_main()\n"
 )
+
 
 # ----------------------------------------------------------------------------------------------- parent side
 
