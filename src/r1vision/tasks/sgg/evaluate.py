@@ -34,7 +34,6 @@ from typing import Any
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from r1vision.tasks.sgg.boxes import iou
 from r1vision.tasks.sgg.categories import load_vocabulary, zero_shot_triplets
 from r1vision.tasks.sgg.labels import normalize_object, normalize_predicate
 from r1vision.tasks.sgg.matching import gt_graph
@@ -65,19 +64,50 @@ def _gt_sizes(row: dict[str, Any]) -> tuple[Any, Any]:
     return orig, resized
 
 
-def _recalled(gt_trips: list, cands: list, compat: bool) -> set[int]:
-    """Indices of GT relations recalled by candidate triplets (already cut to top-K)."""
-    hit = np.zeros((len(cands), len(gt_trips)), dtype=bool)
-    for i, (cs, cbs, co, cbo, cp) in enumerate(cands):
-        for j, (gs, gbs, go, gbo, gp) in enumerate(gt_trips):
-            if cs == gs and co == go and cp == gp:
-                hit[i, j] = iou(cbs, gbs, compat) >= 0.5 and iou(cbo, gbo, compat) >= 0.5
-    if compat:
-        return set(np.nonzero(hit.any(axis=0))[0].tolist())
-    if not hit.any():
+def _pairwise_iou(a: np.ndarray, b: np.ndarray, plus_one: bool) -> np.ndarray:
+    """IoU of every box in ``a`` (n, 4) with every box in ``b`` (m, 4); same rule as :func:`boxes.iou`."""
+    e = 1.0 if plus_one else 0.0
+    iw = np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0]) + e
+    ih = np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1]) + e
+    inter = np.clip(iw, 0, None) * np.clip(ih, 0, None)
+    area_a = np.clip(a[:, 2] - a[:, 0] + e, 0, None) * np.clip(a[:, 3] - a[:, 1] + e, 0, None)
+    area_b = np.clip(b[:, 2] - b[:, 0] + e, 0, None) * np.clip(b[:, 3] - b[:, 1] + e, 0, None)
+    union = area_a[:, None] + area_b[None, :] - inter
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(union > 0, inter / union, 0.0)
+
+
+def _hit_matrix(gt_trips: list, cands: list, compat: bool) -> np.ndarray:
+    """``hit[i, j]``: candidate i (in ranking order) matches GT relation j (labels equal, both IoUs >= 0.5).
+
+    Vectorised: a VG150-sized evaluation has 5,000 images with up to 100 x 100 candidate/GT pairs each.
+    """
+    if not cands or not gt_trips:
+        return np.zeros((len(cands), len(gt_trips)), dtype=bool)
+    codes: dict[str, int] = {}
+
+    def enc(items: list, idx: int) -> np.ndarray:
+        return np.array([codes.setdefault(t[idx], len(codes)) for t in items])
+
+    same = np.ones((len(cands), len(gt_trips)), dtype=bool)
+    for idx in (0, 2, 4):  # subject, object, predicate labels
+        same &= enc(cands, idx)[:, None] == enc(gt_trips, idx)[None, :]
+    for idx in (1, 3):  # subject box, object box
+        ca = np.array([t[idx] for t in cands], dtype=np.float64).reshape(-1, 4)
+        ga = np.array([t[idx] for t in gt_trips], dtype=np.float64).reshape(-1, 4)
+        same &= _pairwise_iou(ca, ga, compat) >= 0.5
+    return same
+
+
+def _recalled(hit: np.ndarray, k: int, compat: bool) -> set[int]:
+    """Indices of GT relations recalled by the top-``k`` candidates of a hit matrix."""
+    top = hit[:k]
+    if compat:  # any one prediction may recall a GT relation (R1-SGG)
+        return set(np.nonzero(top.any(axis=0))[0].tolist())
+    if not top.any():
         return set()
-    rows, cols = linear_sum_assignment(-hit.astype(np.float64))
-    return {int(c) for r, c in zip(rows, cols, strict=False) if hit[r, c]}
+    rows, cols = linear_sum_assignment(-top.astype(np.float64))  # each prediction recalls at most one
+    return {int(c) for r, c in zip(rows, cols, strict=False) if top[r, c]}
 
 
 def _candidates(pred: PredGraph, compat: bool, predicates: Sequence[str], k_max: int) -> tuple[list, list]:
@@ -212,10 +242,12 @@ def evaluate_sgg(
             "num_gt": len(gt_trips),
             "num_pred": len(pred.triplets),
         }
+        hit_c = _hit_matrix(gt_trips, constrained[:k_max], is_compat)
+        hit_ng = _hit_matrix(gt_trips, ng[:k_max], is_compat)
         for k in ks:
-            hits = _recalled(gt_trips, constrained[:k], is_compat)
+            hits = _recalled(hit_c, k, is_compat)
             recall[k].append(len(hits) / len(gt_trips))
-            ng_recall[k].append(len(_recalled(gt_trips, ng[:k], is_compat)) / len(gt_trips))
+            ng_recall[k].append(len(_recalled(hit_ng, k, is_compat)) / len(gt_trips))
             if zs_idx:
                 zs_recall[k].append(len(hits & zs_idx) / len(zs_idx))
             by_pred: dict[str, list[int]] = defaultdict(list)
