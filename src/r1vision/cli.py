@@ -16,6 +16,7 @@ inference and evaluation:
   infer        batched, resumable generation over a dataset
   eval         score predictions against ground truth
   viz          draw predictions against ground truth (sgg)
+  report       mean ± std curves and a mean/max table over runs (seeds)
 data and models:
   synth        write a synthetic dataset for a task
   make-tiny-model   write a tiny random-weight Qwen-VL model with a real processor
@@ -206,6 +207,22 @@ def _viz(argv: Sequence[str]) -> int:
     return 0
 
 
+def _report(argv: Sequence[str]) -> int:
+    from r1vision.report import report
+
+    p = argparse.ArgumentParser(
+        prog="r1vision report", description="Mean ± std curves and a table over runs."
+    )
+    p.add_argument("runs", nargs="+", help="run folders (each with metrics.csv), e.g. one per seed")
+    p.add_argument(
+        "--metrics", default=None, help="comma-separated metric names (default: reward, accuracy, ...)"
+    )
+    p.add_argument("--out", required=True, help="folder for the PNGs and report.md")
+    a = p.parse_args(argv)
+    print(report(a.runs, a.out, a.metrics.split(",") if a.metrics else None))
+    return 0
+
+
 def _selftest(argv: Sequence[str]) -> int:
     from r1vision.selftest import main as selftest_main
 
@@ -227,6 +244,7 @@ COMMANDS = {
     "make-tiny-model": _make_tiny,
     "tasks": _tasks,
     "viz": _viz,
+    "report": _report,
     "selftest": _selftest,
     "demo": _demo,
 }
