@@ -1,0 +1,80 @@
+"""Evaluation at several decodings during training (MAYE's scheme), logged next to the training metrics.
+
+Every ``every_steps`` optimizer steps, each split is generated at each decoding (e.g. pass@8 at T=1.0,
+pass@1 at T=0.6, pass@1 at T=0.01 / top_p 0.001), scored with the task's ``evaluate`` and logged as
+``eval_<split>/<decoding>/<metric>`` through ``trainer.log`` — so the values land in ``metrics.csv`` and
+every tracker, in the row of the step they were measured at.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+from transformers import TrainerCallback
+
+from r1vision.generation.hf import SamplingOptions, generate
+
+# MAYE's three decodings (k samples per item; accuracy = any-correct over the k, i.e. pass@k).
+MAYE_DECODINGS: dict[str, dict[str, float]] = {
+    "pass@8_t1.0": {"k": 8, "temperature": 1.0, "top_p": 1.0},
+    "pass@1_t0.6": {"k": 1, "temperature": 0.6, "top_p": 1.0},
+    "pass@1_t0.01": {"k": 1, "temperature": 0.01, "top_p": 0.001},
+}
+
+
+class DecodingEvalCallback(TrainerCallback):
+    """Generate and score ``splits`` at ``decodings`` every ``every_steps`` steps (and at the end)."""
+
+    def __init__(
+        self,
+        trainer: Any,
+        task: Any,
+        splits: Mapping[str, Sequence[dict[str, Any]]],
+        every_steps: int,
+        decodings: Mapping[str, Mapping[str, float]] = MAYE_DECODINGS,
+        max_new_tokens: int = 256,
+        batch_size: int = 8,
+        seed: int = 0,
+    ) -> None:
+        if every_steps <= 0:
+            raise ValueError(f"every_steps must be positive, got {every_steps}")
+        self.trainer, self.task, self.splits = trainer, task, dict(splits)
+        self.every_steps, self.decodings = every_steps, dict(decodings)
+        self.max_new_tokens, self.batch_size, self.seed = max_new_tokens, batch_size, seed
+
+    def evaluate_now(self, step: int) -> dict[str, float]:
+        """Run every split at every decoding; return the flat metrics (also logged by the callback)."""
+        trainer = self.trainer
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        was_training = model.training
+        model.eval()
+        logs: dict[str, float] = {}
+        try:
+            for split, rows in self.splits.items():
+                for name, decoding in self.decodings.items():
+                    options = SamplingOptions(
+                        max_new_tokens=self.max_new_tokens, temperature=float(decoding["temperature"]),
+                        top_p=float(decoding.get("top_p", 1.0)), num_samples=int(decoding.get("k", 1)),
+                        seed=self.seed + step,
+                    )  # fmt: skip
+                    completions: list[list[str]] = []
+                    for start in range(0, len(rows), self.batch_size):
+                        batch = list(rows[start : start + self.batch_size])
+                        completions += generate(model, trainer.processing_class, batch, trainer.pixel_budget,
+                                                options, trainer.args.image_root)  # fmt: skip
+                    samples = [c if len(c) > 1 else c[0] for c in completions]
+                    result = self.task.evaluate(list(rows), samples)
+                    for key, value in result.metrics.items():
+                        if isinstance(value, (int, float)):
+                            logs[f"eval_{split}/{name}/{key}"] = float(value)
+        finally:
+            model.train(was_training)
+            torch.manual_seed(self.seed + step + 1)  # leave the training RNG stream independent of eval
+        return logs
+
+    def on_step_end(self, args, state, control, **kwargs):
+        last = state.global_step >= state.max_steps > 0
+        if state.global_step % self.every_steps == 0 or last:
+            self.trainer.log(self.evaluate_now(state.global_step))
