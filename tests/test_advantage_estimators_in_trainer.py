@@ -62,3 +62,21 @@ def test_reinforce_pp_with_one_response_per_prompt(tiny_model, color_dir, tmp_pa
     advantages = torch.cat([b["advantages"] for b in trainer._buffered_inputs])
     assert abs(advantages.mean().item()) < 1e-5 and advantages.abs().sum() > 0
     assert any(not torch.equal(before[n], p.detach()) for n, p in trainer.model.named_parameters())
+
+
+def test_group_filtering_keeps_highest_std_groups(tiny_model, color_dir, tmp_path):
+    ds = get_task("color").load(color_dir).remove_columns(["completion"])
+    args = grpo_args(
+        tmp_path, max_steps=1, per_device_train_batch_size=8, num_generations=4, keep_groups_by_std=0.5
+    )
+    trainer = VisionGRPOTrainer(tiny_model("qwen2_vl"), [varied_reward], args=args, train_dataset=ds)
+    trainer.train()
+    rewards = trainer._weighted_rewards().view(-1, 4)
+    stds = rewards.std(dim=1)
+    batch = trainer._buffered_inputs[0]
+    # the surviving non-zero advantages all belong to the group with the larger std
+    best = int(torch.argmax(stds))
+    expected = compute_advantages(rewards.flatten(), 4, "grpo").view(-1, 4)
+    nonzero = batch["advantages"][batch["advantages"] != 0]
+    assert len(nonzero) <= 4
+    assert all(any(torch.isclose(v, expected[best]).tolist()) for v in nonzero)

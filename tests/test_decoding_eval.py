@@ -3,7 +3,6 @@
 import csv
 
 from conftest import grpo_args, varied_reward
-
 from r1vision.tasks import get_task
 from r1vision.trainer.decoding_eval import MAYE_DECODINGS, DecodingEvalCallback
 from r1vision.trainer.grpo import VisionGRPOTrainer

@@ -21,6 +21,7 @@ data and models:
   synth        write a synthetic dataset for a task
   make-tiny-model   write a tiny random-weight Qwen-VL model with a real processor
   tasks        list the registered tasks
+  estimate-memory   per-GPU memory of a training layout (weights, grads, optimizer, activations, vLLM)
 checks and demos:
   selftest     check this environment end to end
   demo         the embedded SFT -> GRPO demo on offline data
@@ -39,7 +40,8 @@ def _train(kind: str, argv: Sequence[str]) -> int:
     parser = TrlParser((ScriptArguments, config_cls), prog=f"r1vision {kind}")
     script, config = parser.parse_args_and_config(list(argv))
     out = run_grpo(script, config) if kind == "grpo" else run_sft(script, config)
-    print(f"saved to {out}")
+    if config.process_index == 0:
+        print(f"saved to {out}")
     return 0
 
 
@@ -223,6 +225,12 @@ def _report(argv: Sequence[str]) -> int:
     return 0
 
 
+def _estimate(argv: Sequence[str]) -> int:
+    from r1vision.estimate import main as estimate_main
+
+    return estimate_main(argv)
+
+
 def _selftest(argv: Sequence[str]) -> int:
     from r1vision.selftest import main as selftest_main
 
@@ -245,6 +253,7 @@ COMMANDS = {
     "tasks": _tasks,
     "viz": _viz,
     "report": _report,
+    "estimate-memory": _estimate,
     "selftest": _selftest,
     "demo": _demo,
 }

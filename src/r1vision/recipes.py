@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from r1vision.tasks import get_task
+from r1vision.trainer.distributed import record_layout, teardown
 
 logger = logging.getLogger(__name__)
 
@@ -66,8 +67,18 @@ def _datasets(script: ScriptArguments, config: Any):
 def run_grpo(script: ScriptArguments, config: Any) -> str:
     """Train with ``VisionGRPOTrainer`` on the task's rewards; returns the output directory."""
     from r1vision.trainer.grpo import VisionGRPOTrainer
+    from r1vision.versions import check_generation_stack
 
+    check_generation_stack(use_vllm=bool(getattr(config, "use_vllm", False)))
     task, train, evald, opts = _datasets(script, config)
+    # Rewards that judge truncation need the stop tokens and the length limit (e.g. geometry's no_eos).
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(script.model)
+    opts.setdefault(
+        "eos_token_id", [t for t in (tokenizer.eos_token_id, tokenizer.pad_token_id) if t is not None]
+    )
+    opts.setdefault("max_completion_length", config.max_completion_length)
     specs = task.rewards(**opts)
     if script.rewards:
         wanted = [r.strip() for r in script.rewards.split(",") if r.strip()]
@@ -85,9 +96,10 @@ def run_grpo(script: ScriptArguments, config: Any) -> str:
         script.model, [s.func for s in specs], args=config, train_dataset=train, eval_dataset=evald
     )
     trainer.train(resume_from_checkpoint=config.resume_from_checkpoint)
+    record_layout(trainer, config.output_dir)
     trainer.save_model(config.output_dir)
     trainer.processing_class.save_pretrained(config.output_dir)
-    _finish()
+    teardown()
     return config.output_dir
 
 
@@ -102,15 +114,7 @@ def run_sft(script: ScriptArguments, config: Any) -> str:
         evald = evald.remove_columns([c for c in evald.column_names if c not in keep])
     trainer = VisionSFTTrainer(script.model, args=config, train_dataset=train, eval_dataset=evald)
     trainer.train(resume_from_checkpoint=config.resume_from_checkpoint)
+    record_layout(trainer, config.output_dir)
     trainer.save_model(config.output_dir)
-    _finish()
+    teardown()
     return config.output_dir
-
-
-def _finish() -> None:
-    """Tear the process group down cleanly (without it, gloo runs occasionally abort at exit)."""
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        dist.barrier()
-        dist.destroy_process_group()

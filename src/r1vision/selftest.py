@@ -61,8 +61,6 @@ def _grpo(workdir: Path, family: str, layout: str) -> str:
     from r1vision.trainer.config import VisionGRPOConfig
     from r1vision.trainer.grpo import VisionGRPOTrainer
 
-    if layout != "single":
-        raise RuntimeError(f"layout {layout!r} is not available in this version (only 'single')")
     task = get_task("color")
     task.synth(workdir / "data", 8, seed=0)
     dataset = task.load(workdir / "data").remove_columns(["completion"])
@@ -91,10 +89,92 @@ def _grpo(workdir: Path, family: str, layout: str) -> str:
     return f"2 steps, loss {out.training_loss:.4f}"
 
 
+# A self-check config, not a shipped preset: threshold 0 so even the tiny model's tensors are partitioned.
+_ZERO3_CHECK = {
+    "zero_optimization": {
+        "stage": 3,
+        "stage3_param_persistence_threshold": 0,
+        "stage3_gather_16bit_weights_on_model_save": True,
+    },
+    "bf16": {"enabled": "auto"},
+    "gradient_accumulation_steps": "auto",
+    "gradient_clipping": "auto",
+    "train_batch_size": "auto",
+    "train_micro_batch_size_per_gpu": "auto",
+}
+
+
+def _grpo_launched(workdir: Path, family: str, layout: str, nproc: int) -> str:
+    """2 GRPO steps in ``nproc`` processes through ``accelerate launch``; checks what really ran."""
+    import csv
+    import json
+    import os
+    import subprocess
+
+    import torch
+
+    from r1vision.tasks import get_task
+    from r1vision.testing.tiny import tiny_model_path
+    from r1vision.trainer.distributed import LAYOUT_FILE, launch_command
+
+    get_task("color").synth(workdir / "data", 16, seed=0)
+    model = tiny_model_path(family, cache_dir=workdir / "models")
+    out = workdir / f"grpo-{layout}"
+    ds_config = None
+    if layout == "zero3":
+        ds_config = workdir / "zero3_check.json"
+        ds_config.write_text(json.dumps(_ZERO3_CHECK))
+    args = ["grpo", "--model", str(model), "--dataset", str(workdir / "data"), "--task", "color"]
+    args += ["--output_dir", str(out), "--per_device_train_batch_size", "4", "--num_generations", "4"]
+    args += [
+        "--max_completion_length",
+        "8",
+        "--max_steps",
+        "2",
+        "--logging_steps",
+        "1",
+        "--report_to",
+        "none",
+    ]
+    args += ["--save_strategy", "no", "--max_pixels", "3136", "--disable_tqdm", "true"]
+    if not torch.cuda.is_available():
+        args += ["--use_cpu", "true"]  # with --multi_gpu this gives nproc gloo processes
+    cmd = launch_command(layout, nproc, args, deepspeed_config=ds_config)
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
+    if not torch.cuda.is_available():
+        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        raise RuntimeError(f"launch exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
+    layout_info = json.loads((out / LAYOUT_FILE).read_text())
+    if layout_info["world_size"] != nproc:
+        raise RuntimeError(f"asked for {nproc} processes, ran {layout_info['world_size']}")
+    with open(out / "metrics.csv") as f:
+        steps = [row["step"] for row in csv.DictReader(f)]
+    if steps != ["1", "2"]:
+        raise RuntimeError(f"metrics.csv has steps {steps}, expected ['1', '2']")
+    detail = f"{nproc} ranks ({layout_info['distributed_type']}, {layout_info['backend']})"
+    if layout == "zero3":
+        ranks = layout_info["ranks"]
+        if layout_info["zero_stage"] != 3 or any(
+            r["param_elements_local"] >= r["param_elements_full"] for r in ranks
+        ):
+            raise RuntimeError(f"ZeRO-3 did not partition the parameters: {ranks}")
+        share = ranks[0]["param_elements_local"] / ranks[0]["param_elements_full"]
+        detail += f", rank 0 holds {share:.0%} of the parameters"
+    return detail
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the checks; exit code 0 only if all pass."""
     p = argparse.ArgumentParser(prog="r1vision selftest", description="Check this environment end to end.")
-    p.add_argument("--layout", default="single", choices=["single"], help="training layout to exercise")
+    p.add_argument(
+        "--layout",
+        default="single",
+        choices=["single", "ddp", "zero3"],
+        help="single: in this process; ddp / zero3: through accelerate launch in --nproc processes",
+    )
+    p.add_argument("--nproc", type=int, default=2, help="processes for the ddp / zero3 layouts")
     p.add_argument("--family", default="qwen2_vl", choices=["qwen2_vl", "qwen2_5_vl", "qwen3_vl"])
     a = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="r1vision-selftest-") as tmp:
@@ -103,7 +183,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             _check("versions", _versions),
             _check("devices", _devices),
             _check(f"processor ({a.family})", lambda: _processor(work, a.family)),
-            _check(f"grpo 2 steps ({a.layout})", lambda: _grpo(work, a.family, a.layout)),
+            _check(
+                f"grpo 2 steps ({a.layout})",
+                (lambda: _grpo(work, a.family, a.layout))
+                if a.layout == "single"
+                else (lambda: _grpo_launched(work, a.family, a.layout, a.nproc)),
+            ),
         ]
     ok = all(results)
     print(

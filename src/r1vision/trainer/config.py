@@ -47,6 +47,13 @@ class VisionOptions:
     )
     metrics_csv: bool = field(default=True, metadata={"help": "Write metrics.csv in output_dir."})
 
+    def __post_init__(self) -> None:
+        from r1vision.trainer.distributed import prepare_distributed
+
+        # Must precede TrainingArguments.__post_init__, which resolves devices and the DeepSpeed config.
+        prepare_distributed(self)
+        super().__post_init__()  # type: ignore[misc]
+
 
 @dataclass
 class VisionGRPOConfig(VisionOptions, GRPOConfig):
@@ -60,12 +67,31 @@ class VisionGRPOConfig(VisionOptions, GRPOConfig):
         },
     )
 
+    keep_groups_by_std: float = field(
+        default=1.0,
+        metadata={
+            "help": "Fraction of prompt groups that train each step: those with the highest reward std "
+            "(R1-SGG-style group filtering); the others get zero advantage. 1.0 keeps all."
+        },
+    )
+
     def __post_init__(self) -> None:
+        if not 0.0 < self.keep_groups_by_std <= 1.0:
+            raise ValueError(f"keep_groups_by_std must be in (0, 1], got {self.keep_groups_by_std}")
         if self.advantage_estimator not in ("grpo", "reinforce_pp", "rloo"):
             raise ValueError(
                 f"advantage_estimator={self.advantage_estimator!r}; choose 'grpo', 'reinforce_pp' or 'rloo'"
             )
+        # Reinforce++ whitens over the whole batch, so one response per prompt is valid (MAYE's setting);
+        # TRL's config check assumes group baselines and demands two. Let it pass, then restore one.
+        single = self.advantage_estimator == "reinforce_pp" and self.num_generations == 1
+        if single:
+            self.num_generations = 2
         super().__post_init__()
+        if single:
+            self.num_generations = 1
+        elif self.advantage_estimator == "rloo" and self.num_generations < 2:
+            raise ValueError("advantage_estimator='rloo' needs num_generations >= 2 (leave-one-out baseline)")
 
 
 @dataclass

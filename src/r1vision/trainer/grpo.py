@@ -103,6 +103,8 @@ class VisionGRPOTrainer(CheckpointRenameMixin, GRPOTrainer):
         output = super()._generate_and_score_completions(inputs)
         if self.args.advantage_estimator != "grpo" and self._last_rewards_per_func is not None:
             output["advantages"] = self._custom_advantages(len(inputs))
+        if self.args.keep_groups_by_std < 1.0 and self._last_rewards_per_func is not None:
+            output["advantages"] = output["advantages"] * self._group_keep_mask(len(inputs))
         return output
 
     def _tokenize_prompts(self, prompts: list):
@@ -151,12 +153,28 @@ class VisionGRPOTrainer(CheckpointRenameMixin, GRPOTrainer):
         self._last_rewards_per_func = rewards_per_func
         return rewards_per_func
 
+    def _weighted_rewards(self) -> torch.Tensor:
+        rewards_per_func = self._last_rewards_per_func
+        return (rewards_per_func * self.reward_weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
+
+    def _group_keep_mask(self, local_batch: int) -> torch.Tensor:
+        """1 for completions of the groups with the highest reward std (over the global batch), else 0."""
+        mode = "train" if self.model.training else "eval"
+        group = self.num_generations if mode == "train" else self.num_generations_eval
+        rewards = self._weighted_rewards()
+        stds = rewards.view(-1, group).std(dim=1) if group > 1 else rewards.abs()
+        n_keep = max(1, int(round(self.args.keep_groups_by_std * stds.numel())))
+        keep = torch.zeros_like(stds)
+        keep[torch.argsort(stds, descending=True, stable=True)[:n_keep]] = 1.0
+        self._metrics[mode]["groups/kept_fraction"].append(n_keep / stds.numel())
+        mask = keep.repeat_interleave(group)
+        start = self.accelerator.process_index * local_batch
+        return mask[start : start + local_batch]
+
     def _custom_advantages(self, local_batch: int) -> torch.Tensor:
         from r1vision.trainer.advantages import compute_advantages
 
-        rewards_per_func = self._last_rewards_per_func
-        weights = self.reward_weights.to(rewards_per_func.device).unsqueeze(0)
-        rewards = (rewards_per_func * weights).nansum(dim=1)
+        rewards = self._weighted_rewards()
         mode = "train" if self.model.training else "eval"
         num_generations = self.num_generations if mode == "train" else self.num_generations_eval
         advantages = compute_advantages(rewards, num_generations, self.args.advantage_estimator)

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# GRPO on one machine, 1-8 GPUs of 80 GB or more: DDP training with one vLLM engine colocated in every
+# training process (TRL's colocate mode, sleep mode between rollouts).
+#
+#   NUM_GPUS=8 bash scripts/grpo/local_ddp.sh --model Qwen/Qwen2.5-VL-7B-Instruct --dataset DATA \
+#       --task sgg --output_dir runs/sgg-7b [--config configs/recipes/X.yaml] [--any_config_field V]
+#
+# Environment: NUM_GPUS (default: all visible GPUs), VLLM_MEM (vLLM's share of each GPU, default 0.3),
+# USE_VLLM (default true; false generates with HF), ACCELERATE_CONFIG (default multi_gpu.yaml;
+# deepspeed_zero2.yaml shards optimizer states), MASTER_PORT.
+# Check the fit first: r1vision estimate-memory --model M --gpus N --zero 2
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+NUM_GPUS="${NUM_GPUS:-$(nvidia-smi -L 2>/dev/null | wc -l)}"
+VLLM_MEM="${VLLM_MEM:-0.3}"
+USE_VLLM="${USE_VLLM:-true}"
+ACCELERATE_CONFIG="${ACCELERATE_CONFIG:-$ROOT/configs/accelerate/multi_gpu.yaml}"
+if [[ "$NUM_GPUS" -lt 1 || "$NUM_GPUS" -gt 8 ]]; then
+  echo "local_ddp.sh: NUM_GPUS must be 1..8 (got '$NUM_GPUS'); use the sbatch launchers for more" >&2
+  exit 2
+fi
+VLLM_ARGS=()
+if [[ "$USE_VLLM" == "true" ]]; then
+  VLLM_ARGS=(--use_vllm true --vllm_mode colocate --vllm_gpu_memory_utilization "$VLLM_MEM"
+             --vllm_enable_sleep_mode true)
+fi
+cd "$ROOT"
+exec accelerate launch --config_file "$ACCELERATE_CONFIG" --num_machines 1 --num_processes "$NUM_GPUS" \
+  --main_process_port "${MASTER_PORT:-29500}" \
+  -m r1vision.cli grpo "${VLLM_ARGS[@]}" "$@"

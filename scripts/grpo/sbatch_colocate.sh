@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+#SBATCH --job-name=r1vision-grpo
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=1
+#SBATCH --gpus-per-node=8
+#SBATCH --cpus-per-task=64
+#SBATCH --time=24:00:00
+#SBATCH --output=logs/%x-%j.out
+# Multi-node GRPO on 80 GB cards: DDP (or ZeRO-2) over all GPUs of all nodes, one vLLM engine colocated
+# in every training process. One `accelerate launch` per node (srun, one task per node); the rendezvous
+# comes from SLURM: the first node is the main process.
+#
+#   sbatch --nodes=4 scripts/grpo/sbatch_colocate.sh --model M --dataset D --task sgg --output_dir O
+#
+# Environment: GPUS_PER_NODE (8), VLLM_MEM (0.3), ACCELERATE_CONFIG (multi_node.yaml; for ZeRO-3 across
+# nodes use deepspeed_zero3.yaml), MASTER_PORT (29500). Run from the repository root.
+set -euo pipefail
+ROOT="${SLURM_SUBMIT_DIR:-$(pwd)}"
+GPUS_PER_NODE="${GPUS_PER_NODE:-8}"
+VLLM_MEM="${VLLM_MEM:-0.3}"
+ACCELERATE_CONFIG="${ACCELERATE_CONFIG:-$ROOT/configs/accelerate/multi_node.yaml}"
+MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"
+MASTER_PORT="${MASTER_PORT:-29500}"
+NNODES="$SLURM_NNODES"
+export MASTER_ADDR MASTER_PORT GPUS_PER_NODE ACCELERATE_CONFIG NNODES VLLM_MEM
+mkdir -p "$ROOT/logs"
+cd "$ROOT"
+# Single quotes: SLURM_NODEID must expand on each node, not here.
+srun --nodes="$NNODES" --ntasks-per-node=1 bash -c '
+  exec accelerate launch --config_file "$ACCELERATE_CONFIG" \
+    --num_machines "$NNODES" --num_processes $((NNODES * GPUS_PER_NODE)) \
+    --machine_rank "$SLURM_NODEID" --main_process_ip "$MASTER_ADDR" --main_process_port "$MASTER_PORT" \
+    --rdzv_backend static --same_network \
+    -m r1vision.cli grpo --use_vllm true --vllm_mode colocate \
+    --vllm_gpu_memory_utilization "$VLLM_MEM" --vllm_enable_sleep_mode true "$@"
+' r1vision-grpo "$@"

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Batched, resumable inference on one machine: one `r1vision infer` process per GPU (accelerate launch),
+# each on its own shard of the rows (rerun the same command to resume), then `r1vision eval`.
+#
+#   NUM_GPUS=4 bash scripts/inference/local.sh --task sgg --model runs/sgg-7b --dataset D --out preds/sgg \
+#       [--split test] [--batch-size 8] [--max-new-tokens 1024] [any other `r1vision infer` option]
+#
+# Environment: NUM_GPUS (default: visible GPUs; 0 or 1 runs a single process), EVAL (true: run
+# `r1vision eval` afterwards; needs --task, --dataset, --out among the arguments).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+NUM_GPUS="${NUM_GPUS:-$(nvidia-smi -L 2>/dev/null | wc -l)}"
+EVAL="${EVAL:-true}"
+TASK="" DATASET="" OUT="" SPLIT="test"
+args=("$@")
+for ((i = 0; i < ${#args[@]}; i++)); do
+  case "${args[$i]}" in
+    --task) TASK="${args[$((i + 1))]:-}" ;;
+    --dataset) DATASET="${args[$((i + 1))]:-}" ;;
+    --out) OUT="${args[$((i + 1))]:-}" ;;
+    --split) SPLIT="${args[$((i + 1))]:-}" ;;
+  esac
+done
+cd "$ROOT"
+if [[ "$NUM_GPUS" -le 1 ]]; then
+  python -m r1vision.cli infer "$@"
+else
+  # r1vision infer deals rows round-robin to the launched processes; each writes shard-<rank>.jsonl.
+  accelerate launch --multi_gpu --num_machines 1 --num_processes "$NUM_GPUS" \
+    --main_process_port "${MASTER_PORT:-29500}" -m r1vision.cli infer "$@" \
+    || { echo "inference/local.sh: inference failed; rerun the same command to resume" >&2; exit 1; }
+fi
+if [[ "$EVAL" == "true" && -n "$TASK" && -n "$DATASET" && -n "$OUT" ]]; then
+  python -m r1vision.cli eval "$TASK" --gt "$DATASET" --pred "$OUT" --split "$SPLIT" \
+    --json-out "$OUT/metrics.json"
+fi

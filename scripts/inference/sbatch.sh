@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+#SBATCH --job-name=r1vision-infer
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=1
+#SBATCH --gpus-per-node=8
+#SBATCH --cpus-per-task=64
+#SBATCH --time=06:00:00
+#SBATCH --output=logs/%x-%j.out
+# Inference over many nodes: one `accelerate launch` per node (srun), one `r1vision infer` process per GPU,
+# each writing its own shard; resubmitting the same command resumes. Scores with `r1vision eval` at the
+# end; any --task. Environment: GPUS_PER_NODE (8), MASTER_PORT (29500).
+#
+#   sbatch --nodes=2 scripts/inference/sbatch.sh --task sgg --model M --dataset D --out preds/sgg
+set -euo pipefail
+ROOT="${SLURM_SUBMIT_DIR:-$(pwd)}"
+TASK="" DATASET="" OUT="" SPLIT="test"
+args=("$@")
+for ((i = 0; i < ${#args[@]}; i++)); do
+  case "${args[$i]}" in
+    --task) TASK="${args[$((i + 1))]:-}" ;;
+    --dataset) DATASET="${args[$((i + 1))]:-}" ;;
+    --out) OUT="${args[$((i + 1))]:-}" ;;
+    --split) SPLIT="${args[$((i + 1))]:-}" ;;
+  esac
+done
+mkdir -p "$ROOT/logs"
+cd "$ROOT"
+GPUS_PER_NODE="${GPUS_PER_NODE:-8}"
+MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"
+MASTER_PORT="${MASTER_PORT:-29500}"
+NNODES="$SLURM_NNODES"
+export MASTER_ADDR MASTER_PORT GPUS_PER_NODE NNODES
+# Single quotes: SLURM_NODEID must expand on each node.
+srun --nodes="$NNODES" --ntasks-per-node=1 bash -c '
+  exec accelerate launch --multi_gpu --num_machines "$NNODES" --num_processes $((NNODES * GPUS_PER_NODE)) \
+    --machine_rank "$SLURM_NODEID" --main_process_ip "$MASTER_ADDR" --main_process_port "$MASTER_PORT" \
+    --rdzv_backend static --same_network -m r1vision.cli infer "$@"
+' r1vision-infer "$@"
+if [[ -n "$TASK" && -n "$DATASET" && -n "$OUT" ]]; then
+  python -m r1vision.cli eval "$TASK" --gt "$DATASET" --pred "$OUT" --split "$SPLIT" --json-out "$OUT/metrics.json"
+fi

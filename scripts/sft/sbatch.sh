@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+#SBATCH --job-name=r1vision-sft
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=1
+#SBATCH --gpus-per-node=8
+#SBATCH --cpus-per-task=64
+#SBATCH --time=12:00:00
+#SBATCH --output=logs/%x-%j.out
+# SFT on one or more nodes, one `accelerate launch` per node, rendezvous from SLURM; any --task.
+#
+#   sbatch --nodes=2 scripts/sft/sbatch.sh --model M --dataset D --task sgg --output_dir O
+#
+# Environment: GPUS_PER_NODE (8), ACCELERATE_CONFIG (multi_node.yaml; deepspeed_zero3.yaml for 24 GB
+# cards), MASTER_PORT (29500).
+set -euo pipefail
+ROOT="${SLURM_SUBMIT_DIR:-$(pwd)}"
+GPUS_PER_NODE="${GPUS_PER_NODE:-8}"
+ACCELERATE_CONFIG="${ACCELERATE_CONFIG:-$ROOT/configs/accelerate/multi_node.yaml}"
+MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"
+MASTER_PORT="${MASTER_PORT:-29500}"
+NNODES="$SLURM_NNODES"
+export MASTER_ADDR MASTER_PORT GPUS_PER_NODE ACCELERATE_CONFIG NNODES
+mkdir -p "$ROOT/logs"
+cd "$ROOT"
+srun --nodes="$NNODES" --ntasks-per-node=1 bash -c '
+  exec accelerate launch --config_file "$ACCELERATE_CONFIG" \
+    --num_machines "$NNODES" --num_processes $((NNODES * GPUS_PER_NODE)) \
+    --machine_rank "$SLURM_NODEID" --main_process_ip "$MASTER_ADDR" --main_process_port "$MASTER_PORT" \
+    --rdzv_backend static --same_network \
+    -m r1vision.cli sft "$@"
+' r1vision-sft "$@"

@@ -1,0 +1,378 @@
+"""``r1vision estimate-memory``: per-GPU memory of a GRPO run before you book the GPUs.
+
+Parameter counts are exact: the model is built from its config on the ``meta`` device (no weights, no
+download) and its tensors counted. The config comes from a local folder, a ``config.json`` path, one of
+the built-in shapes under ``r1vision/data/model_shapes`` (Qwen2-VL-2B/7B, Qwen2.5-VL-3B/7B,
+Qwen3-VL-4B/8B; works offline) or, last, the Hub.
+
+The memory model (bf16 weights and gradients, AdamW with fp32 master weights, as DeepSpeed runs it):
+
+- weights 2 B/param, gradients 2 B per trainable param, optimizer 12 B per trainable param
+  (fp32 master, first and second moment). ZeRO-2 shards gradients and optimizer over the GPUs, ZeRO-3
+  also the weights (plus the working set of gathered layers). ``--offload`` moves the optimizer (ZeRO-2)
+  or optimizer and weights (ZeRO-3) to CPU RAM.
+- activations for ``batch`` sequences of prompt + image + completion tokens, with or without gradient
+  checkpointing, plus the completion logits (bf16 logits, their fp32 log-softmax and its gradient).
+- vLLM: colocated, it takes ``gpu_memory_utilization`` of every training GPU and must hold the full bf16
+  weights plus a KV cache; as servers (the 24 GB layout) it needs GPUs of its own.
+
+Estimates are deliberately simple (±20 %); a fixed 2 GiB covers the CUDA context and fragmentation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+GIB = 1024**3
+OVERHEAD_BYTES = 2 * GIB
+CARDS_GB = (24, 80)
+LM_LINEAR_NAMES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+SHAPE_ALIASES = {
+    "qwen/qwen2-vl-2b-instruct": "qwen2-vl-2b",
+    "qwen/qwen2-vl-7b-instruct": "qwen2-vl-7b",
+    "qwen/qwen2.5-vl-3b-instruct": "qwen2.5-vl-3b",
+    "qwen/qwen2.5-vl-7b-instruct": "qwen2.5-vl-7b",
+    "qwen/qwen3-vl-4b-instruct": "qwen3-vl-4b",
+    "qwen/qwen3-vl-8b-instruct": "qwen3-vl-8b",
+}
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What the estimate needs to know about a model; counts are numbers of parameters (elements)."""
+
+    name: str
+    total_params: int
+    vision_params: int
+    lora_in_out: int  # sum of (in + out) features over LoRA's target linears: LoRA rank r adds r * this
+    largest_block_params: int  # the biggest decoder/vision block: what ZeRO-3 gathers at a time
+    hidden: int
+    layers: int
+    intermediate: int
+    kv_dim: int  # num_key_value_heads * head_dim
+    vocab: int
+    vision_hidden: int
+    vision_layers: int
+    vision_intermediate: int
+    patch_size: int
+    merge_size: int = 2
+
+
+@dataclass(frozen=True)
+class TrainSetup:
+    """The run being planned (per-device batch in sequences; lengths in tokens)."""
+
+    gpus: int
+    zero: int = 3
+    offload: bool = False
+    lora_r: int = 0
+    freeze_vision: bool = False
+    batch: int = 4
+    prompt_tokens: int = 256
+    completion_tokens: int = 1024
+    max_pixels: int = 602112  # 768 image tokens for Qwen2/2.5-VL
+    images: int = 1
+    gradient_checkpointing: bool = True
+    vllm_gpu_memory_utilization: float = 0.3
+    vllm_kv_tokens: int = 0  # 0: room for `batch` sequences
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Bytes per training GPU, by category, plus what vLLM needs and what goes to CPU RAM."""
+
+    weights: int
+    gradients: int
+    optimizer: int
+    gathered: int
+    activations: int
+    logits: int
+    overhead: int
+    vllm_min: int  # full bf16 weights + KV cache: the least a vLLM engine (TP=1) needs
+    cpu_offload: int  # CPU RAM per node for offloaded states
+    trainable_params: int
+
+    @property
+    def training(self) -> int:
+        """Everything the training process itself holds on one GPU."""
+        return (
+            self.weights
+            + self.gradients
+            + self.optimizer
+            + self.gathered
+            + self.activations
+            + self.logits
+            + self.overhead
+        )
+
+    def fits_colocate(self, card_gb: float, gpu_memory_utilization: float) -> bool:
+        """One vLLM engine inside each training process, sharing its GPU."""
+        card = card_gb * GIB
+        share = gpu_memory_utilization * card
+        return share >= self.vllm_min and self.training + share <= card
+
+    def fits_server(self, card_gb: float) -> bool:
+        """Training GPUs hold only training; vLLM servers run on GPUs of their own (TP=1)."""
+        card = card_gb * GIB
+        return self.training <= card and self.vllm_min <= 0.9 * card
+
+
+# ----------------------------------------------------------------------------------------- shapes
+def builtin_shapes() -> list[str]:
+    """Names of the built-in model shapes (usable offline as ``--model``)."""
+    folder = resources.files("r1vision") / "data" / "model_shapes"
+    return sorted(p.name[: -len(".json")] for p in folder.iterdir() if p.name.endswith(".json"))
+
+
+def _builtin_config(name: str) -> dict[str, Any] | None:
+    key = SHAPE_ALIASES.get(name.lower(), name.lower())
+    path = resources.files("r1vision") / "data" / "model_shapes" / f"{key}.json"
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text())
+    data.setdefault("_name_or_path", data.pop("_name", key))
+    return data
+
+
+def load_model_config(model: str) -> Any:
+    """A transformers config from a folder, a ``config.json`` path, a built-in shape name or the Hub."""
+    from transformers import AutoConfig
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    path = Path(model)
+    if path.is_file():
+        data = json.loads(path.read_text())
+    elif (path / "config.json").is_file():
+        data = json.loads((path / "config.json").read_text())
+    else:
+        data = _builtin_config(model)
+        if data is None:  # a Hub id: needs the network or a warm cache
+            return AutoConfig.from_pretrained(model)
+    data = {k: v for k, v in data.items() if k not in ("_name", "architectures")}
+    name = data.pop("_name_or_path", model)
+    config = CONFIG_MAPPING[data.pop("model_type")](**data)
+    config._name_or_path = name
+    return config
+
+
+def shape_of(config: Any) -> ModelShape:
+    """Count parameters by building the model on the ``meta`` device (exact, no memory, no weights)."""
+    import torch
+    from torch import nn
+    from transformers import AutoModelForImageTextToText
+
+    from r1vision.trainer.modeling import is_vision_param
+
+    with torch.device("meta"):
+        model = AutoModelForImageTextToText.from_config(config)
+    total = sum(p.numel() for p in model.parameters())  # parameters() counts tied weights once
+    vision = sum(p.numel() for n, p in model.named_parameters() if is_vision_param(n))
+    lora_in_out = 0
+    largest = 0
+    for name, module in model.named_modules():
+        if isinstance(module, nn.Linear) and not is_vision_param(name):
+            if name.rsplit(".", 1)[-1] in LM_LINEAR_NAMES:
+                lora_in_out += module.in_features + module.out_features
+        if isinstance(module, nn.ModuleList):
+            for block in module:
+                largest = max(largest, sum(p.numel() for p in block.parameters()))
+    text = config.get_text_config()
+    vc = config.vision_config
+    head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+    vision_hidden = getattr(vc, "embed_dim", None) or vc.hidden_size  # Qwen2-VL names its width embed_dim
+    vision_inter = getattr(vc, "intermediate_size", None) or int(vision_hidden * getattr(vc, "mlp_ratio", 4))
+    return ModelShape(
+        name=str(getattr(config, "_name_or_path", "") or config.model_type),
+        total_params=total,
+        vision_params=vision,
+        lora_in_out=lora_in_out,
+        largest_block_params=largest,
+        hidden=text.hidden_size,
+        layers=text.num_hidden_layers,
+        intermediate=text.intermediate_size,
+        kv_dim=text.num_key_value_heads * head_dim,
+        vocab=text.vocab_size,
+        vision_hidden=vision_hidden,
+        vision_layers=vc.depth,
+        vision_intermediate=vision_inter,
+        patch_size=vc.patch_size,
+        merge_size=vc.spatial_merge_size,
+    )
+
+
+# ------------------------------------------------------------------------------------------ memory
+def lm_activation_bytes_per_token(shape: ModelShape) -> int:
+    """bf16 tensors one decoder layer keeps for backward, per token (SDPA: no attention matrix).
+
+    Norm/attention inputs, q, attention output, o_proj input, residual, MLP input (7h), k and v
+    (2 kv_dim), gate, up, act(gate) and act*up (4 I).
+    """
+    return 2 * (7 * shape.hidden + 2 * shape.kv_dim + 4 * shape.intermediate)
+
+
+def vision_activation_bytes_per_patch(shape: ModelShape) -> int:
+    """The same for one vision block, per patch (full multi-head attention: q, k, v all of width h)."""
+    return 2 * (9 * shape.vision_hidden + 4 * shape.vision_intermediate)
+
+
+def image_tokens(shape: ModelShape, max_pixels: int) -> int:
+    """LM tokens of one image at the pixel budget (one token per (patch * merge)² pixels)."""
+    return max_pixels // (shape.patch_size * shape.merge_size) ** 2
+
+
+def estimate(shape: ModelShape, setup: TrainSetup) -> MemoryEstimate:
+    """Per-GPU memory for ``setup`` on a model of ``shape``."""
+    if setup.zero not in (2, 3):
+        raise ValueError(f"zero must be 2 or 3, got {setup.zero}")
+    if setup.gpus < 1:
+        raise ValueError(f"gpus must be >= 1, got {setup.gpus}")
+    n, p = setup.gpus, shape.total_params
+    if setup.lora_r > 0:
+        trainable = setup.lora_r * shape.lora_in_out
+        stored = p + trainable  # frozen base + adapters
+    else:
+        trainable = p - (shape.vision_params if setup.freeze_vision else 0)
+        stored = p
+    zero3 = setup.zero == 3
+    weights = 2 * stored // n if zero3 else 2 * stored
+    gradients = 2 * trainable // n
+    optimizer = 12 * trainable // n
+    cpu = 0
+    if setup.offload:
+        cpu += 12 * trainable
+        optimizer = 0
+        if zero3:
+            cpu += 2 * stored
+            weights = 0
+    gathered = 2 * 2 * shape.largest_block_params if zero3 else 0  # current block + the prefetched one
+
+    img_tokens = image_tokens(shape, setup.max_pixels) * setup.images
+    seq = setup.prompt_tokens + img_tokens + setup.completion_tokens
+    tokens = setup.batch * seq
+    per_layer = lm_activation_bytes_per_token(shape) * tokens
+    if setup.gradient_checkpointing:  # layer inputs kept, one layer recomputed at a time
+        lm_act = 2 * shape.hidden * tokens * shape.layers + per_layer
+    else:
+        lm_act = per_layer * shape.layers
+    patches = setup.batch * setup.images * setup.max_pixels // shape.patch_size**2
+    v_layer = vision_activation_bytes_per_patch(shape) * patches
+    vision_frozen = setup.freeze_vision or setup.lora_r > 0
+    if vision_frozen:  # no backward through the tower: only the forward's live layer
+        v_act = v_layer
+    elif setup.gradient_checkpointing:
+        v_act = 2 * shape.vision_hidden * patches * shape.vision_layers + v_layer
+    else:
+        v_act = v_layer * shape.vision_layers
+    # bf16 logits, their fp32 log-softmax and its gradient, for completion tokens only
+    logits = setup.batch * setup.completion_tokens * shape.vocab * (2 + 4 + 4)
+
+    kv_tokens = setup.vllm_kv_tokens or setup.batch * seq
+    kv = 2 * shape.layers * shape.kv_dim * 2 * kv_tokens  # K and V, bf16
+    return MemoryEstimate(
+        weights=weights,
+        gradients=gradients,
+        optimizer=optimizer,
+        gathered=gathered,
+        activations=lm_act + v_act,
+        logits=logits,
+        overhead=OVERHEAD_BYTES,
+        vllm_min=2 * p + kv,
+        cpu_offload=cpu,
+        trainable_params=trainable,
+    )
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+def _gib(x: float) -> str:
+    return f"{x / GIB:7.2f} GiB"
+
+
+def report(shape: ModelShape, setup: TrainSetup, est: MemoryEstimate) -> str:
+    """A human-readable table with the verdict for 24 GB and 80 GB cards."""
+    seq = setup.prompt_tokens + image_tokens(shape, setup.max_pixels) * setup.images + setup.completion_tokens
+    lines = [
+        f"model       {shape.name}: {shape.total_params / 1e9:.2f}B params "
+        f"({shape.vision_params / 1e9:.2f}B vision), trainable {est.trainable_params / 1e9:.3f}B",
+        f"setup       {setup.gpus} GPU(s), ZeRO-{setup.zero}{' + offload' if setup.offload else ''}"
+        f"{f', LoRA r={setup.lora_r}' if setup.lora_r else ''}, batch {setup.batch} x {seq} tokens "
+        f"({image_tokens(shape, setup.max_pixels) * setup.images} image tokens), "
+        f"gradient checkpointing {'on' if setup.gradient_checkpointing else 'off'}",
+        "",
+        "per training GPU",
+        f"  weights      {_gib(est.weights)}",
+        f"  gradients    {_gib(est.gradients)}",
+        f"  optimizer    {_gib(est.optimizer)}  (AdamW: fp32 master + 2 moments)",
+        f"  gathered     {_gib(est.gathered)}  (ZeRO-3 working set)",
+        f"  activations  {_gib(est.activations)}",
+        f"  logits       {_gib(est.logits)}",
+        f"  overhead     {_gib(est.overhead)}",
+        f"  total        {_gib(est.training)}",
+        f"vLLM engine  {_gib(est.vllm_min)}  (bf16 weights + KV cache, tensor parallel 1)",
+    ]
+    if est.cpu_offload:
+        lines.append(f"CPU RAM      {_gib(est.cpu_offload)}  offloaded states, all ranks together")
+    lines.append("")
+    util = setup.vllm_gpu_memory_utilization
+    for card in CARDS_GB:
+        colocate = "fits" if est.fits_colocate(card, util) else "does not fit"
+        server = "fits" if est.fits_server(card) else "does not fit"
+        lines.append(
+            f"{card} GB card: colocated vLLM (gpu_memory_utilization {util}) {colocate}; "
+            f"training with separate vLLM servers {server}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``r1vision estimate-memory`` entry point."""
+    p = argparse.ArgumentParser(prog="r1vision estimate-memory", description=__doc__.splitlines()[0])
+    p.add_argument("--model", required=True, help=f"folder, config.json, Hub id or one of {builtin_shapes()}")
+    p.add_argument("--gpus", type=int, required=True, help="training GPUs in total (all nodes)")
+    p.add_argument("--zero", type=int, choices=(2, 3), default=3)
+    p.add_argument("--offload", action="store_true", help="offload optimizer (ZeRO-2) or it and weights (3)")
+    p.add_argument("--lora", type=int, default=0, metavar="R", help="LoRA rank (0: full fine-tuning)")
+    p.add_argument("--freeze-vision", action="store_true")
+    p.add_argument("--batch", type=int, default=4, help="per-device batch, in sequences")
+    p.add_argument("--prompt-tokens", type=int, default=256, help="text tokens of a prompt")
+    p.add_argument("--completion-tokens", type=int, default=1024, help="max_completion_length")
+    p.add_argument("--max-pixels", type=int, default=602112)
+    p.add_argument("--images", type=int, default=1, help="images per prompt")
+    p.add_argument("--no-gradient-checkpointing", action="store_true")
+    p.add_argument("--vllm-gpu-memory-utilization", type=float, default=0.3)
+    p.add_argument("--json", action="store_true", help="print the numbers as JSON")
+    a = p.parse_args(argv)
+    shape = shape_of(load_model_config(a.model))
+    setup = TrainSetup(
+        gpus=a.gpus,
+        zero=a.zero,
+        offload=a.offload,
+        lora_r=a.lora,
+        freeze_vision=a.freeze_vision,
+        batch=a.batch,
+        prompt_tokens=a.prompt_tokens,
+        completion_tokens=a.completion_tokens,
+        max_pixels=a.max_pixels,
+        images=a.images,
+        gradient_checkpointing=not a.no_gradient_checkpointing,
+        vllm_gpu_memory_utilization=a.vllm_gpu_memory_utilization,
+    )
+    est = estimate(shape, setup)
+    if a.json:
+        out = {k: getattr(est, k) for k in est.__dataclass_fields__}
+        out["training"] = est.training
+        for card in CARDS_GB:
+            out[f"fits_{card}gb_colocate"] = est.fits_colocate(card, setup.vllm_gpu_memory_utilization)
+            out[f"fits_{card}gb_server"] = est.fits_server(card)
+        print(json.dumps(out, indent=2))
+    else:
+        print(report(shape, setup, est))
+    return 0
+
+
+__all__ = ["ModelShape", "TrainSetup", "MemoryEstimate", "estimate", "shape_of", "load_model_config", "main"]

@@ -1,0 +1,141 @@
+"""``r1vision estimate-memory``: exact parameter counts and memory arithmetic that can be checked by hand."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from r1vision.estimate import (
+    GIB,
+    ModelShape,
+    TrainSetup,
+    builtin_shapes,
+    estimate,
+    image_tokens,
+    load_model_config,
+    main,
+    shape_of,
+)
+
+# A made-up model with round numbers: 1e9 params, 1e8 of them vision; h=1000, kv=200, I=3000, vocab 10 000.
+SHAPE = ModelShape(
+    name="round",
+    total_params=1_000_000_000,
+    vision_params=100_000_000,
+    lora_in_out=1_000_000,
+    largest_block_params=10_000_000,
+    hidden=1000,
+    layers=10,
+    intermediate=3000,
+    kv_dim=200,
+    vocab=10_000,
+    vision_hidden=100,
+    vision_layers=2,
+    vision_intermediate=400,
+    patch_size=14,
+    merge_size=2,
+)
+
+
+def _setup(**kw) -> TrainSetup:
+    base = dict(gpus=8, batch=1, prompt_tokens=100, completion_tokens=100, max_pixels=28 * 28 * 100)
+    base.update(kw)
+    return TrainSetup(**base)
+
+
+def test_zero3_full_finetune_states_are_sharded_16_bytes_per_param():
+    e = estimate(SHAPE, _setup(zero=3))
+    assert e.weights == 2e9 / 8 == 250_000_000
+    assert e.gradients == 250_000_000
+    assert e.optimizer == 12e9 / 8 == 1_500_000_000
+    assert e.gathered == 2 * 2 * 10_000_000  # current + prefetched block in bf16
+    assert e.trainable_params == 1_000_000_000
+
+
+def test_zero2_replicates_weights_and_offload_moves_states_to_cpu():
+    e = estimate(SHAPE, _setup(zero=2))
+    assert (e.weights, e.gradients, e.optimizer, e.gathered) == (2e9, 2.5e8, 1.5e9, 0)
+    off = estimate(SHAPE, _setup(zero=2, offload=True))
+    assert off.optimizer == 0 and off.weights == 2e9 and off.cpu_offload == 12e9
+    off3 = estimate(SHAPE, _setup(zero=3, offload=True))
+    assert off3.weights == 0 and off3.cpu_offload == 12e9 + 2e9
+
+
+def test_lora_and_frozen_vision_shrink_trainable_states():
+    e = estimate(SHAPE, _setup(zero=3, lora_r=16))
+    assert e.trainable_params == 16 * 1_000_000
+    assert e.optimizer == 12 * 16_000_000 // 8 == 24_000_000
+    assert e.weights == 2 * (1_000_000_000 + 16_000_000) // 8
+    frozen = estimate(SHAPE, _setup(zero=3, freeze_vision=True))
+    assert frozen.trainable_params == 900_000_000
+
+
+def test_activations_logits_and_vllm_by_hand():
+    s = _setup(zero=3, gradient_checkpointing=False)
+    assert image_tokens(SHAPE, s.max_pixels) == 100  # 28*28*100 pixels, one token per 28x28
+    seq = 100 + 100 + 100
+    per_token_layer = 2 * (7 * 1000 + 2 * 200 + 4 * 3000)  # 38 800 bytes
+    patches = 28 * 28 * 100 // 14**2  # 400
+    per_patch_layer = 2 * (9 * 100 + 4 * 400)  # 5 000 bytes
+    e = estimate(SHAPE, s)
+    assert e.activations == per_token_layer * seq * 10 + per_patch_layer * patches * 2
+    assert e.logits == 100 * 10_000 * 10
+    kv = 2 * 10 * 200 * 2 * seq
+    assert e.vllm_min == 2e9 + kv
+    ckpt = estimate(SHAPE, _setup(zero=3))
+    assert ckpt.activations == (2 * 1000 * seq * 10 + per_token_layer * seq) + (
+        2 * 100 * patches * 2 + per_patch_layer * patches
+    )
+
+
+def test_fit_verdicts():
+    e = estimate(SHAPE, _setup(zero=3))
+    assert e.fits_server(24) and e.fits_colocate(80, 0.3)
+    huge = estimate(SHAPE, _setup(zero=2, gpus=1))  # 16 GB of states + overhead
+    assert not huge.fits_colocate(24, 0.3) and huge.training > 16e9
+    with pytest.raises(ValueError):
+        estimate(SHAPE, _setup(zero=1))
+
+
+def test_parameter_count_matches_the_real_tiny_model(tiny_model):
+    import torch
+    from transformers import AutoModelForImageTextToText
+
+    path = tiny_model("qwen2_vl")
+    shape = shape_of(load_model_config(path))
+    model = AutoModelForImageTextToText.from_pretrained(path, dtype=torch.float32)
+    assert shape.total_params == sum(p.numel() for p in model.parameters())
+    assert shape.vision_params == sum(p.numel() for n, p in model.named_parameters() if "visual" in n)
+    assert shape.hidden == 64 and shape.patch_size == 14
+    # also from the config.json path itself
+    assert shape_of(load_model_config(f"{path}/config.json")).total_params == shape.total_params
+
+
+@pytest.mark.parametrize(
+    ("name", "billions"),
+    [
+        ("qwen2-vl-2b", 2.21),
+        ("qwen2-vl-7b", 8.29),
+        ("Qwen/Qwen2.5-VL-3B-Instruct", 3.75),
+        ("qwen2.5-vl-7b", 8.29),
+        ("qwen3-vl-4b", 4.44),
+        ("qwen3-vl-8b", 8.77),
+    ],
+)
+def test_builtin_shapes_match_published_sizes(name, billions):
+    shape = shape_of(load_model_config(name))
+    assert abs(shape.total_params / 1e9 - billions) < 0.01
+
+
+def test_builtin_list_and_cli(capsys):
+    assert len(builtin_shapes()) == 6
+    assert main(["--model", "qwen2.5-vl-7b", "--gpus", "8", "--zero", "3", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["training"] == sum(
+        out[k] for k in ("weights", "gradients", "optimizer", "gathered", "activations", "logits", "overhead")
+    )
+    assert out["fits_80gb_colocate"] is True
+    assert main(["--model", "qwen2.5-vl-7b", "--gpus", "8", "--zero", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "24 GB card" in text and "80 GB card" in text and f"{GIB}" not in text

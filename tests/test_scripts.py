@@ -1,0 +1,127 @@
+"""Launch scripts: every one parses (``bash -n``); the SLURM launchers expand the rendezvous per node
+(checked against stub ``srun``/``scontrol``/``accelerate``); the local SFT launcher really trains on CPU."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = sorted((ROOT / "scripts").rglob("*.sh"))
+
+STUB_SRUN = r"""#!/usr/bin/env bash
+# one run of the command per node, with SLURM_NODEID set as srun would
+nodes=1; rel=0
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --nodes=*) nodes="${1#*=}" ;;
+    --relative=*) rel="${1#*=}" ;;
+    --ntasks*|--nodelist=*) ;;
+    *) break ;;
+  esac
+  shift
+done
+for ((i = 0; i < nodes; i++)); do SLURM_NODEID=$((i + rel)) "$@"; done
+"""
+STUB_LOG = """#!/usr/bin/env bash
+echo "$(basename "$0") $*" >> "$STUB_LOG"
+"""
+
+
+def test_expected_scripts_exist():
+    names = {str(p.relative_to(ROOT / "scripts")) for p in SCRIPTS}
+    assert {
+        "grpo/local_ddp.sh",
+        "grpo/local_zero3.sh",
+        "grpo/sbatch_colocate.sh",
+        "grpo/sbatch_zero3_server.sh",
+        "sft/local.sh",
+        "sft/sbatch.sh",
+        "inference/local.sh",
+        "inference/sbatch.sh",
+    } <= names
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_script_parses(script: Path):
+    proc = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.fixture()
+def fake_slurm(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(STUB_SRUN)
+    (bin_dir / "scontrol").write_text('#!/usr/bin/env bash\nprintf "node-a\\nnode-b\\nnode-c\\n"\n')
+    for name in ("accelerate", "trl", "curl"):
+        (bin_dir / name).write_text(STUB_LOG)
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    log = tmp_path / "calls.log"
+    env = dict(os.environ)
+    env.update(
+        PATH=f"{bin_dir}:{env['PATH']}",
+        STUB_LOG=str(log),
+        SLURM_JOB_NODELIST="node-[a-c]",
+        SLURM_NNODES="3",
+        SLURM_SUBMIT_DIR=str(ROOT),
+    )
+    return env, log
+
+
+def _calls(log: Path, program: str) -> list[list[str]]:
+    return [shlex.split(line)[1:] for line in log.read_text().splitlines() if line.startswith(program + " ")]
+
+
+def _flag(argv: list[str], name: str) -> str:
+    return argv[argv.index(name) + 1]
+
+
+def test_sbatch_colocate_one_launch_per_node(fake_slurm):
+    env, log = fake_slurm
+    script = ROOT / "scripts" / "grpo" / "sbatch_colocate.sh"
+    proc = subprocess.run(
+        ["bash", str(script), "--model", "M", "--task", "sgg"], env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    launches = _calls(log, "accelerate")
+    assert [_flag(a, "--machine_rank") for a in launches] == ["0", "1", "2"]
+    for argv in launches:
+        assert _flag(argv, "--main_process_ip") == "node-a"
+        assert _flag(argv, "--num_machines") == "3" and _flag(argv, "--num_processes") == "24"
+        assert _flag(argv, "--vllm_mode") == "colocate"
+        assert argv[-4:] == ["--model", "M", "--task", "sgg"]
+
+
+def test_sbatch_zero3_server_first_node_serves_others_train(fake_slurm):
+    env, log = fake_slurm
+    script = ROOT / "scripts" / "grpo" / "sbatch_zero3_server.sh"
+    proc = subprocess.run(["bash", str(script), "--model", "M"], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    (server,) = _calls(log, "trl")
+    assert server[:3] == ["vllm-serve", "--model", "M"]
+    launches = _calls(log, "accelerate")
+    assert [_flag(a, "--machine_rank") for a in launches] == ["0", "1"]  # nodes b and c
+    for argv in launches:
+        assert _flag(argv, "--main_process_ip") == "node-b"
+        assert _flag(argv, "--num_machines") == "2" and _flag(argv, "--num_processes") == "16"
+        assert _flag(argv, "--vllm_server_host") == "node-a"
+        assert "zero3.json" in _flag(argv, "--deepspeed_config_file")
+
+
+def test_sft_local_script_trains_on_cpu(tmp_path, tiny_model, color_dir):
+    env = dict(os.environ, NUM_GPUS="1", PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    out = tmp_path / "sft"
+    cmd = ["bash", str(ROOT / "scripts" / "sft" / "local.sh"), "--model", tiny_model("qwen2_vl")]
+    cmd += ["--dataset", str(color_dir), "--task", "color", "--output_dir", str(out), "--max_steps", "1"]
+    cmd += ["--per_device_train_batch_size", "2", "--use_cpu", "true", "--max_pixels", "3136"]
+    cmd += ["--report_to", "none", "--save_strategy", "no"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    assert (out / "model.safetensors").exists() and (out / "distributed.json").exists()

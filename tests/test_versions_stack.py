@@ -1,0 +1,57 @@
+"""The start-up check that TRL + vLLM are a tested combination, with a message that says which."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from r1vision.versions import (
+    TESTED_TRL_VLLM,
+    UntestedVersionsError,
+    check_generation_stack,
+    generation_stack_problems,
+)
+
+
+def test_tested_pairs_pass():
+    assert generation_stack_problems(True, "1.16.0", "0.22.0") == []
+    assert generation_stack_problems(True, "1.16.0", "0.31.0") == []
+    assert generation_stack_problems(True, "1.16.0", "0.31.2+cpu") == []
+    assert generation_stack_problems(False, "1.16.0", None) == []
+
+
+def test_untested_pairs_are_named():
+    (msg,) = generation_stack_problems(True, "1.16.0", "0.32.0")
+    assert "vLLM 0.32.0 with TRL 1.16.0 is not a tested combination" in msg and "0.22.0..0.31.x" in msg
+    (msg,) = generation_stack_problems(True, "1.16.0", "0.21.1")
+    assert "0.21.1" in msg
+    probs = generation_stack_problems(False, "1.17.0")
+    assert probs == [f"TRL 1.17.0 is not a tested release (tested: {', '.join(sorted(TESTED_TRL_VLLM))})"]
+
+
+def test_missing_vllm_is_an_error_only_when_used(monkeypatch):
+    import r1vision.versions as versions
+
+    monkeypatch.setattr(versions, "installed", lambda name: {"trl": "1.16.0"}.get(name))
+    assert "vLLM is not installed" in generation_stack_problems(True)[0]
+    assert generation_stack_problems(False) == []
+    with pytest.raises(UntestedVersionsError, match="not installed"):
+        check_generation_stack(use_vllm=True, strict=False)
+
+
+def test_installed_stack_check(monkeypatch):
+    monkeypatch.delenv("R1VISION_STRICT_VERSIONS", raising=False)
+    assert check_generation_stack(use_vllm=False) == []  # the CI environment is the tested one
+
+
+def test_strict_mode_raises_and_default_warns(monkeypatch, caplog):
+    import r1vision.versions as versions
+
+    monkeypatch.setattr(versions, "installed", lambda name: {"trl": "1.16.0", "vllm": "0.32.0"}.get(name))
+    with caplog.at_level(logging.WARNING):
+        problems = check_generation_stack(use_vllm=True, strict=False)
+    assert problems and "not a tested combination" in caplog.text
+    monkeypatch.setenv("R1VISION_STRICT_VERSIONS", "1")
+    with pytest.raises(UntestedVersionsError, match="vLLM 0.32.0 with TRL 1.16.0"):
+        check_generation_stack(use_vllm=True)
