@@ -28,3 +28,19 @@ def test_decodings_logged_every_n_steps(tiny_model, tmp_path):
         key = f"eval_test/{name}/accuracy"
         assert all(r.get(key) not in (None, "") for r in rows), key
         assert all(0.0 <= float(r[key]) <= 1.0 for r in rows)
+
+
+def test_cli_wires_decoding_eval(tiny_model, tmp_path):
+    from r1vision.cli import main
+
+    data = tmp_path / "data"
+    assert main(["synth", "geometry", "--out", str(data), "--n", "4", "--seed", "0"]) == 0
+    assert main(["synth", "geometry", "--out", str(data), "--n", "2", "--seed", "1", "--split", "test"]) == 0
+    assert main(["grpo", "--model", tiny_model("qwen2_vl"), "--dataset", str(data), "--task", "geometry",
+                 "--output_dir", str(tmp_path / "out"), "--per_device_train_batch_size", "4", "--num_generations",
+                 "4", "--max_completion_length", "4", "--max_steps", "1", "--logging_steps", "1", "--report_to",
+                 "none", "--save_strategy", "no", "--use_cpu", "true", "--max_pixels", "3136",
+                 "--decoding_eval_splits", "test", "--decoding_eval_steps", "1",
+                 "--decoding_eval_decodings", '{"greedy": {"k": 1, "temperature": 0.0}}']) == 0  # fmt: skip
+    header = (tmp_path / "out" / "metrics.csv").read_text().splitlines()[0]
+    assert "eval_test/greedy/accuracy" in header

@@ -29,6 +29,24 @@ class ScriptArguments:
         default=None,
         metadata={"help": "JSON object of task-specific options passed to load() and rewards()."},
     )
+    decoding_eval_splits: str | None = field(
+        default=None,
+        metadata={
+            "help": "GRPO: comma-separated splits evaluated during training at several decodings "
+            "(MAYE's scheme), logged to metrics.csv as eval_<split>/<decoding>/<metric>."
+        },
+    )
+    decoding_eval_steps: int = field(
+        default=0, metadata={"help": "Evaluate the splits every N steps (0: off)."}
+    )
+    decoding_eval_rows: int | None = field(default=None, metadata={"help": "Evaluate the first N rows only."})
+    decoding_eval_decodings: str | None = field(
+        default=None,
+        metadata={
+            "help": "JSON {name: {k, temperature, top_p}}; default MAYE's pass@8 T=1.0, pass@1 T=0.6, "
+            "pass@1 T=0.01/top_p 0.001."
+        },
+    )
 
     def __post_init__(self) -> None:
         if not self.model:
@@ -90,17 +108,40 @@ def run_grpo(script: ScriptArguments, config: Any) -> str:
         specs = [s for s in specs if s.name in wanted]
     if config.reward_weights is None:
         config.reward_weights = [s.weight for s in specs]
-    # Completions are conversational here; prompts/completions columns would confuse GRPO.
+    # GRPO generates the completions itself; an SFT target column would be passed to rewards as noise.
     train = train.remove_columns([c for c in ("completion",) if c in train.column_names])
+    if evald is not None:
+        evald = evald.remove_columns([c for c in ("completion",) if c in evald.column_names])
     trainer = VisionGRPOTrainer(
         script.model, [s.func for s in specs], args=config, train_dataset=train, eval_dataset=evald
     )
+    if script.decoding_eval_splits and script.decoding_eval_steps > 0:
+        trainer.add_callback(_decoding_eval(script, config, task, opts, trainer))
     trainer.train(resume_from_checkpoint=config.resume_from_checkpoint)
     record_layout(trainer, config.output_dir)
     trainer.save_model(config.output_dir)
     trainer.processing_class.save_pretrained(config.output_dir)
     teardown()
     return config.output_dir
+
+
+def _decoding_eval(script: ScriptArguments, config: Any, task: Any, opts: dict[str, Any], trainer: Any):
+    import json
+
+    from r1vision.trainer.decoding_eval import MAYE_DECODINGS, DecodingEvalCallback
+
+    splits = {}
+    for split in [s.strip() for s in (script.decoding_eval_splits or "").split(",") if s.strip()]:
+        rows = task.load(script.dataset, split=split, **opts)
+        n = len(rows) if script.decoding_eval_rows is None else min(script.decoding_eval_rows, len(rows))
+        splits[split] = [rows[i] for i in range(n)]
+    decodings = (
+        json.loads(script.decoding_eval_decodings) if script.decoding_eval_decodings else MAYE_DECODINGS
+    )
+    return DecodingEvalCallback(
+        trainer, task, splits, script.decoding_eval_steps, decodings,
+        max_new_tokens=config.max_completion_length, seed=config.seed,
+    )  # fmt: skip
 
 
 def run_sft(script: ScriptArguments, config: Any) -> str:
