@@ -26,7 +26,9 @@ done
 mkdir -p "$ROOT/logs"
 cd "$ROOT"
 GPUS_PER_NODE="${GPUS_PER_NODE:-8}"
-MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"
+# Not `| head -n 1`: with pipefail, scontrol can die of SIGPIPE (exit 141) on large node lists.
+mapfile -t HOSTS < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
+MASTER_ADDR="${HOSTS[0]}"
 MASTER_PORT="${MASTER_PORT:-29500}"
 NNODES="$SLURM_NNODES"
 export MASTER_ADDR MASTER_PORT GPUS_PER_NODE NNODES
