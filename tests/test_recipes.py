@@ -40,3 +40,12 @@ def test_recipe_parses(recipe, tmp_path):
 
 def test_recipes_cover_every_task_family():
     assert {r.stem.split("_")[0] for r in RECIPES} >= {"sgg", "geometry", "svg", "color"}
+
+
+def test_generation_backend_maps_to_trl_switches(tmp_path):
+    colocate = VisionGRPOConfig(output_dir=str(tmp_path), use_cpu=True, generation_backend="vllm_colocate")
+    assert colocate.use_vllm and colocate.vllm_mode == "colocate"
+    plain = VisionGRPOConfig(output_dir=str(tmp_path), use_cpu=True)
+    assert plain.generation_backend == "hf" and not plain.use_vllm
+    with pytest.raises(ValueError, match="generation_backend='vllm'"):
+        VisionGRPOConfig(output_dir=str(tmp_path), use_cpu=True, generation_backend="vllm")

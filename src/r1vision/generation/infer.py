@@ -34,12 +34,18 @@ def run_inference(
     limit: int | None = None,
     image_root: str | None = None,
     progress: bool = True,
+    backend: str = "hf",
+    max_model_len: int | None = None,
 ) -> Path:
     """Generate for every row of ``dataset`` not yet in ``out_dir`` and append records as they finish.
 
     Rows are dealt round-robin to the processes of ``accelerate launch`` / ``torchrun``; each writes its own
-    shard. Returns ``out_dir``.
+    shard. ``backend``: ``"hf"`` (transformers ``generate``) or ``"vllm"`` (an in-process vLLM engine with
+    the same pixel budget; each prompt's image tokens are checked against the processor's). Returns
+    ``out_dir``.
     """
+    if backend not in ("hf", "vllm"):
+        raise ValueError(f"backend={backend!r}; choose 'hf' or 'vllm'")
     import torch
     from accelerate import PartialState
     from tqdm.auto import tqdm
@@ -60,7 +66,15 @@ def run_inference(
         processor = AutoProcessor.from_pretrained(model_path)
         budget = budget_for(processor, family, min_pixels, max_pixels)
         apply_budget_to_processor(processor, budget)
-        model = AutoModelForImageTextToText.from_pretrained(model_path, dtype="auto").to(state.device).eval()
+        if backend == "vllm":
+            from r1vision.generation.vllm_engine import VLLMGenerator
+
+            max_images = max([len(images_of_row(rows[i])) for i in todo] + [1])
+            model = VLLMGenerator(model_path, processor, budget, max_images, max_model_len=max_model_len)
+        else:
+            model = (
+                AutoModelForImageTextToText.from_pretrained(model_path, dtype="auto").to(state.device).eval()
+            )
         bar = tqdm(total=len(todo), desc=f"infer[{state.process_index}]", disable=not progress)
         for start in range(0, len(todo), batch_size):
             batch_idx = todo[start : start + batch_size]
@@ -69,7 +83,10 @@ def run_inference(
             batch_options = SamplingOptions(**{**options.__dict__, "seed": options.seed + batch_idx[0]})
             originals = [[load_image(v, image_root) for v in images_of_row(row)] for row in batch]
             resized = [[fit_to_budget(img, budget) for img in imgs] for imgs in originals]
-            texts = generate(model, processor, batch, budget, batch_options, images=resized)
+            if backend == "vllm":
+                texts = model.generate(batch, resized, batch_options)
+            else:
+                texts = generate(model, processor, batch, budget, batch_options, images=resized)
             for i, row, samples, orig, res in zip(batch_idx, batch, texts, originals, resized, strict=True):
                 record = {"index": i, "id": _row_id(row, i), "completion": samples[0], "model_family": family}
                 if row.get("image_id") is not None:

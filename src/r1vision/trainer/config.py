@@ -67,6 +67,17 @@ class VisionGRPOConfig(VisionOptions, GRPOConfig):
         },
     )
 
+    generation_backend: str = field(
+        default="hf",
+        metadata={
+            "help": "'hf' (transformers generate), 'vllm_colocate' (one in-process vLLM engine per training "
+            "process: TRL's colocate mode with r1vision's VLM fixes) or 'vllm_server' (TRL's server mode). "
+            "Sets use_vllm / vllm_mode."
+        },
+    )
+    max_images_per_prompt: int = field(
+        default=1, metadata={"help": "Most images in a prompt: vLLM's limit_mm_per_prompt (videos are off)."}
+    )
     keep_groups_by_std: float = field(
         default=1.0,
         metadata={
@@ -76,6 +87,15 @@ class VisionGRPOConfig(VisionOptions, GRPOConfig):
     )
 
     def __post_init__(self) -> None:
+        backends = {"hf": None, "vllm_colocate": "colocate", "vllm_server": "server"}
+        if self.generation_backend not in backends:
+            raise ValueError(
+                f"generation_backend={self.generation_backend!r}; choose one of {', '.join(backends)}"
+            )
+        if backends[self.generation_backend] is not None:
+            self.use_vllm, self.vllm_mode = True, backends[self.generation_backend]
+        elif self.use_vllm:  # TRL's own switch still works; keep the two fields in agreement
+            self.generation_backend = f"vllm_{self.vllm_mode}"
         if not 0.0 < self.keep_groups_by_std <= 1.0:
             raise ValueError(f"keep_groups_by_std must be in (0, 1], got {self.keep_groups_by_std}")
         if self.advantage_estimator not in ("grpo", "reinforce_pp", "rloo"):

@@ -12,6 +12,7 @@ What it adds, each in the narrowest override:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -57,17 +58,23 @@ class VisionGRPOTrainer(CheckpointRenameMixin, GRPOTrainer):
         train_dataset = _with_row_index(train_dataset)
         eval_dataset = _with_row_index(eval_dataset)
 
-        super().__init__(
-            model=model,
-            reward_funcs=list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else reward_funcs,
-            args=args,
-            train_dataset=train_dataset,
-            eval_dataset=eval_dataset,
-            processing_class=processing_class,
-            peft_config=peft_config,
-            callbacks=callbacks,
-            **kwargs,
-        )
+        generation: contextlib.AbstractContextManager = contextlib.nullcontext()
+        if args.use_vllm:  # TRL builds its vLLM backend in __init__: hand it our VLM-aware subclass
+            from r1vision.generation.vllm_colocate import vision_vllm_generation
+
+            generation = vision_vllm_generation(self.pixel_budget, getattr(args, "max_images_per_prompt", 1))
+        with generation:
+            super().__init__(
+                model=model,
+                reward_funcs=list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else reward_funcs,
+                args=args,
+                train_dataset=train_dataset,
+                eval_dataset=eval_dataset,
+                processing_class=processing_class,
+                peft_config=peft_config,
+                callbacks=callbacks,
+                **kwargs,
+            )
         if args.freeze_vision_tower:
             freeze_vision_tower(self.model)
         self._image_cache: tuple[Any, dict[str, Any]] | None = None

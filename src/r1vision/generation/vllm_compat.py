@@ -1,0 +1,173 @@
+"""Shims that let vLLM's Qwen-VL models run where torchvision is missing (vLLM's CPU build).
+
+vLLM's Qwen-VL code (0.30) breaks without torchvision in three places:
+
+1. it imports ``transformers.models.qwen2_vl.image_processing_qwen2_vl`` (for ``smart_resize`` and the
+   image processor class), a module that imports torchvision at the top;
+2. it loads the stock ``Qwen2VLProcessor`` / ``Qwen2_5_VLProcessor`` / ``Qwen3VLProcessor``, whose
+   ``from_pretrained`` insists on a torchvision video processor;
+3. Qwen3-VL reads sizes from ``processor.video_processor`` even when videos are disabled.
+
+:func:`apply` fixes each in place: (1) an alias module that serves the PIL image processor under the
+torchvision module's name, (2) the model's processing-info asks for r1vision's image-only processors
+(subclasses of the stock ones, so vLLM's type checks pass), (3) a video-processor stand-in that carries
+the sizes and refuses videos. Nothing changes when torchvision is importable.
+
+vLLM runs parts of its start-up in other processes (a subprocess that inspects the model class, the
+engine-core process, workers), so the shims must be applied there too. vLLM loads every entry point of
+the ``vllm.general_plugins`` group in each of its processes; r1vision registers :func:`register` there
+(``pyproject.toml``). :func:`apply` is also called directly before r1vision creates an engine.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import sys
+import types
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+_APPLIED = False
+# vLLM model module -> (processing-info class, image-only processor key in PROCESSOR_CLASSES)
+_VLLM_QWEN_INFOS = {
+    "vllm.model_executor.models.qwen2_vl": ("Qwen2VLProcessingInfo", "qwen2_vl"),
+    "vllm.model_executor.models.qwen2_5_vl": ("Qwen2_5_VLProcessingInfo", "qwen2_5_vl"),
+    "vllm.model_executor.models.qwen3_vl": ("Qwen3VLProcessingInfo", "qwen3_vl"),
+}
+
+
+def torchvision_available() -> bool:
+    """Whether torchvision can be imported (a broken CUDA build counts as missing)."""
+    if importlib.util.find_spec("torchvision") is None:
+        return False
+    try:
+        import torchvision  # noqa: F401
+    except Exception:  # a build that does not match torch fails at import with various errors
+        return False
+    return True
+
+
+class VideoProcessorStandIn:
+    """What vLLM reads from a Qwen-VL video processor when videos are disabled; refuses real videos.
+
+    Sizes mirror the image processor (that is what Qwen-VL video processors default to); frame limits
+    are transformers' Qwen3-VL defaults.
+    """
+
+    fps: float = 2.0
+    min_frames: int = 4
+    max_frames: int = 768
+    do_sample_frames: bool = True
+
+    def __init__(self, image_processor: Any) -> None:
+        self.size = dict(getattr(image_processor, "size", {}) or {})
+        self.patch_size = getattr(image_processor, "patch_size", 14)
+        self.merge_size = getattr(image_processor, "merge_size", 2)
+        self.temporal_patch_size = getattr(image_processor, "temporal_patch_size", 2)
+        self.image_mean = getattr(image_processor, "image_mean", None)
+        self.image_std = getattr(image_processor, "image_std", None)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(
+            "videos need torchvision, which this environment lacks; r1vision runs vLLM with "
+            "limit_mm_per_prompt={'video': 0}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+
+def _alias_torchvision_image_module() -> None:
+    """Serve the PIL Qwen2-VL image processor under the name of the torchvision one."""
+    name = "transformers.models.qwen2_vl.image_processing_qwen2_vl"
+    if name in sys.modules and getattr(sys.modules[name], "_r1vision_alias", False):
+        return
+    from transformers.models.qwen2_vl import image_processing_pil_qwen2_vl as pil
+
+    alias = types.ModuleType(name, "r1vision alias of image_processing_pil_qwen2_vl (no torchvision)")
+    alias.__dict__.update({k: v for k, v in vars(pil).items() if not k.startswith("__")})
+    alias.Qwen2VLImageProcessor = pil.Qwen2VLImageProcessorPil  # type: ignore[attr-defined]
+    alias._r1vision_alias = True  # type: ignore[attr-defined]
+    sys.modules[name] = alias
+    package = sys.modules.get("transformers.models.qwen2_vl")
+    if package is not None:
+        # The lazy package resolves Qwen2VLImageProcessor from this submodule; bind it eagerly.
+        package.image_processing_qwen2_vl = alias  # type: ignore[attr-defined]
+
+
+def with_video_stand_in(processor: Any) -> Any:
+    """Give an image-only processor a :class:`VideoProcessorStandIn` (vLLM reads its sizes)."""
+    if getattr(processor, "video_processor", None) is None:
+        processor.video_processor = VideoProcessorStandIn(processor.image_processor)
+    return processor
+
+
+def _patch_processing_info(module: types.ModuleType, info_name: str, family: str) -> None:
+    from r1vision.vision.processor import PROCESSOR_CLASSES
+
+    info_cls = getattr(module, info_name, None)
+    if info_cls is None or getattr(info_cls.get_hf_processor, "_r1vision", False):
+        return
+    processor_cls = PROCESSOR_CLASSES[family]
+
+    def get_hf_processor(self: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("use_fast", True)
+        return with_video_stand_in(self.ctx.get_hf_processor(processor_cls, **kwargs))
+
+    get_hf_processor._r1vision = True  # type: ignore[attr-defined]
+    info_cls.get_hf_processor = get_hf_processor
+
+
+class _PatchOnImport:
+    """Meta-path hook: patch vLLM's Qwen-VL processing-info classes right after their modules load.
+
+    Importing vLLM's model modules in the plugin itself would pull the model stack into every vLLM
+    process at start-up (and before the platform is set up), so the patch waits for the import.
+    """
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname not in _VLLM_QWEN_INFOS:
+            return None
+        sys.meta_path.remove(self)
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            sys.meta_path.insert(0, self)
+        if spec is None or spec.loader is None:
+            return spec
+        original_exec = spec.loader.exec_module
+
+        def exec_module(module: types.ModuleType) -> None:
+            original_exec(module)
+            _patch_processing_info(module, *_VLLM_QWEN_INFOS[fullname])
+
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def apply() -> bool:
+    """Apply the shims in this process (idempotent); returns whether they were needed."""
+    global _APPLIED
+    if _APPLIED:
+        return True
+    if torchvision_available():
+        return False
+    from r1vision.vision.processor import register_processors
+
+    register_processors()
+    _alias_torchvision_image_module()
+    for name, (info_name, family) in _VLLM_QWEN_INFOS.items():
+        if name in sys.modules:
+            _patch_processing_info(sys.modules[name], info_name, family)
+    if not any(isinstance(hook, _PatchOnImport) for hook in sys.meta_path):
+        sys.meta_path.insert(0, _PatchOnImport())
+    _APPLIED = True
+    logger.debug("r1vision: vLLM torchvision-free shims applied")
+    return True
+
+
+def register() -> None:
+    """Entry point of the ``vllm.general_plugins`` group: vLLM calls it once in each of its processes."""
+    apply()

