@@ -59,13 +59,26 @@ _BASE_CORPUS = [
 ]
 
 
-def _train_tokenizer(corpus: Iterable[str], vocab_size: int):
-    """Train a byte-level BPE on ``corpus`` and wrap it as a Qwen2 tokenizer with the VL special tokens."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import Qwen2TokenizerFast
+def _train_tokenizer(corpus: Iterable[str], vocab_size: int, compact: bool = False):
+    """Train a byte-level BPE on ``corpus`` and wrap it as a Qwen2 tokenizer with the VL special tokens.
+
+    ``compact``: merges may cross word and punctuation boundaries (only digit runs stay apart), so a
+    fixed answer format such as ``", "bbox": [`` becomes one token and JSON targets get ~3x shorter
+    (measured: tiny demo models learn labels and positions faster from them). Such a tokenizer is
+    saved as a plain ``tokenizers`` backend: ``Qwen2Tokenizer`` would re-split the words.
+    """
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast, Qwen2TokenizerFast
 
     tok = Tokenizer(models.BPE(unk_token=None))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    if compact:
+        tok.pre_tokenizer = pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Split(Regex(r"\d+"), behavior="isolated"),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ]
+        )
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
@@ -77,7 +90,7 @@ def _train_tokenizer(corpus: Iterable[str], vocab_size: int):
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "tokenizer.json"
         tok.save(str(path))
-        fast = Qwen2TokenizerFast(
+        fast = (PreTrainedTokenizerFast if compact else Qwen2TokenizerFast)(
             tokenizer_file=str(path),
             unk_token=None,
             bos_token=None,
@@ -213,13 +226,15 @@ def make_tiny_model(
     mrope_section: list[int] | None = None,
     min_pixels: int | None = None,
     max_pixels: int | None = None,
+    compact_tokenizer: bool = False,
 ) -> Path:
     """Write a random-weight ``family`` model and its processor to ``out_dir``; return the path.
 
     The same arguments give byte-identical weights (seeded init). ``corpus`` adds texts to the
     tokenizer's training data (e.g. the task's targets, so they tokenize compactly). ``rope_theta`` and
     ``mrope_section`` (sums to head_dim/2) matter for learning from few image tokens: a small base lets
-    tiny models tell neighbouring positions apart.
+    tiny models tell neighbouring positions apart. ``compact_tokenizer`` lets BPE merges cross word
+    boundaries (see :func:`_train_tokenizer`): fixed answer formats tokenize ~3x shorter.
     """
     import torch
     from transformers import AutoModelForImageTextToText, Qwen2VLImageProcessorPil
@@ -234,7 +249,7 @@ def make_tiny_model(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
 
-    tokenizer = _train_tokenizer([*_BASE_CORPUS, *(corpus or [])], vocab_size)
+    tokenizer = _train_tokenizer([*_BASE_CORPUS, *(corpus or [])], vocab_size, compact=compact_tokenizer)
     ids = {
         "eos": tokenizer.convert_tokens_to_ids("<|im_end|>"),
         "pad": tokenizer.convert_tokens_to_ids("<|endoftext|>"),

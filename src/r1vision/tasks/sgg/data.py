@@ -189,18 +189,19 @@ def to_trainer_format(
     with_completion: bool | None = None,
     min_pixels: int | None = None,
     max_pixels: int | None = None,
+    prompt_text: str | None = None,
 ) -> datasets.Dataset:
     """Trainer rows: ``prompt``, ``images``, ``image_id``, ``objects``, ``relationships`` [+ ``completion``].
 
     ``vocabulary`` given = closed-vocabulary prompt. ``completion`` (SFT target) needs ``model_family``
-    and is added by default when it is known.
+    and is added by default when it is known. ``prompt_text`` replaces the built instruction.
     """
     with_completion = model_family is not None if with_completion is None else with_completion
     if with_completion and model_family is None:
         raise ValueError("SFT targets need model_family (their boxes are in the family's frame)")
     if "image" not in ds.column_names:
         raise ValueError(f"SGG dataset has no 'image' column; columns: {ds.column_names}")
-    text = build_prompt(
+    text = prompt_text or build_prompt(
         family=model_family,
         objects=vocabulary.objects if vocabulary else None,
         predicates=vocabulary.predicates if vocabulary else None,

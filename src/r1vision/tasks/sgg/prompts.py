@@ -49,6 +49,14 @@ def build_prompt(
     return "\n".join(lines)
 
 
+def compact_prompt(family: str | None = None) -> str:
+    """A short instruction (about 25 tokens) for small models trained from scratch on the answer format.
+
+    Long prompts cost tiny CPU models most of their sequence length; the format is taught by SFT instead.
+    """
+    return f"Scene graph: objects with boxes {frame_description(family)}, then relationships, in <answer> </answer>."
+
+
 def build_messages(text: str, system: str | None = None, num_images: int = 1) -> list[dict[str, Any]]:
     """Conversational prompt with ``num_images`` image placeholders before the text."""
     content: list[dict[str, Any]] = [{"type": "image"} for _ in range(num_images)]

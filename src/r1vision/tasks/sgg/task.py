@@ -10,6 +10,7 @@ from r1vision.tasks.base import EvalResult, RewardSpec, Task
 from r1vision.tasks.sgg.categories import Vocabulary, load_vocabulary
 from r1vision.tasks.sgg.data import image_size, load_raw, sft_target, to_trainer_format, validate_rows
 from r1vision.tasks.sgg.evaluate import evaluate_sgg
+from r1vision.tasks.sgg.prompts import compact_prompt
 from r1vision.tasks.sgg.rewards import make_rewards
 
 
@@ -47,13 +48,17 @@ class SGGTask(Task):
         return synth_sgg(out_dir, n, seed=seed, split=split, **kwargs)
 
     def load(self, source: str | Path, split: str = "train", **kwargs: Any):
-        """Trainer rows; ``prompt="closed"`` lists the vocabulary, ``think=True`` asks for <think> first."""
+        """Trainer rows; ``prompt="closed"`` lists the vocabulary, ``prompt="compact"`` is a one-line
+        instruction (:func:`compact_prompt`), ``think=True`` asks for <think> first."""
         ds, root = load_raw(source, split)
         if kwargs.get("validate", True):
             validate_rows(ds)
         if kwargs.get("limit"):
             ds = ds.select(range(min(int(kwargs["limit"]), len(ds))))
-        closed = kwargs.get("prompt", "open") == "closed"
+        style = kwargs.get("prompt", "open")
+        if style not in ("open", "closed", "compact"):
+            raise ValueError(f"prompt={style!r}; choose 'open', 'closed' or 'compact'")
+        closed = style == "closed"
         return to_trainer_format(
             ds,
             root,
@@ -64,6 +69,7 @@ class SGGTask(Task):
             with_completion=kwargs.get("with_completion"),
             min_pixels=kwargs.get("min_pixels"),
             max_pixels=kwargs.get("max_pixels"),
+            prompt_text=compact_prompt(kwargs.get("model_family")) if style == "compact" else None,
         )
 
     def rewards(self, **kwargs: Any) -> list[RewardSpec]:

@@ -1,0 +1,75 @@
+"""Settings of the embedded demo: the model, the data splits and the three training arms."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    """Everything one demo run depends on besides the seed; ``quick()`` is the smoke-test variant.
+
+    Model: a Qwen2-VL-style model built offline (~0.6 M parameters). It only learns colour and shape
+    from 9 image tokens with a small RoPE base (``rope_theta`` 20, ``mrope_section`` [2, 7, 7]).
+    Data: 84x84 scenes of coloured shapes on a 3x3 grid. SFT sees 1..``sft_max_objects`` objects; GRPO
+    prompts have ``rl_objects``; the i.i.d. test split matches SFT, the OOD split has ``ood_objects``.
+    """
+
+    # model
+    hidden: int = 128
+    layers: int = 2
+    heads: int = 4
+    vision_width: int = 64
+    vision_depth: int = 2
+    rope_theta: float = 20.0
+    mrope_section: tuple[int, int, int] = (2, 7, 7)
+    vocab_size: int = 2048  # upper bound; BPE on the targets stops near 800
+    image_side: int = 84  # 84x84 = 9 image tokens at max_pixels = 84*84
+    # data
+    n_sft: int = 2048
+    n_rl: int = 512
+    n_test: int = 128
+    sft_max_objects: int = 2
+    rl_objects: tuple[int, int] = (1, 3)
+    ood_objects: tuple[int, int] = (3, 3)
+    # SFT
+    sft_steps: int = 1000
+    sft_batch: int = 32
+    sft_lr: float = 2e-3
+    # GRPO (from the SFT checkpoint)
+    grpo_steps: int = 150
+    grpo_prompts: int = 4  # prompts per step; each gets num_generations samples
+    num_generations: int = 8
+    grpo_lr: float = 3e-5  # 1e-4 drops relations (F1 + format favour saying less)
+    temperature: float = 1.0
+    beta: float = 0.0
+    max_completion_length: int = 256
+    reward_weights: dict[str, float] = field(
+        default_factory=lambda: {"format": 1.0, "node_f1": 1.0, "edge_f1": 1.0}
+    )
+    # compute-matched SFT (from the SFT checkpoint, for GRPO's wall time, linear decay to 0)
+    baseline_lr: float = 5e-4
+    # evaluation
+    eval_batch: int = 64
+    max_new_tokens: int = 256
+    num_drawings: int = 3
+
+    @property
+    def max_pixels(self) -> int:
+        return self.image_side * self.image_side
+
+    @classmethod
+    def quick(cls) -> DemoConfig:
+        """A smoke run (well under 2 minutes): every stage and output, too short to learn."""
+        return cls(
+            n_sft=64, n_rl=16, n_test=8, sft_steps=6, sft_batch=8, grpo_steps=2, grpo_prompts=2,
+            num_generations=4, max_completion_length=48, max_new_tokens=48, eval_batch=8, num_drawings=1,
+        )  # fmt: skip
+
+    def with_overrides(self, **overrides: Any) -> DemoConfig:
+        """A copy with some fields replaced (``None`` values are ignored)."""
+        return replace(self, **{k: v for k, v in overrides.items() if v is not None})
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,67 @@
+"""Pieces of the demo that are cheap to check exactly: compact prompt/tokenizer, compute matching, reports."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from r1vision.demo.arms import StageResult, matched_steps
+from r1vision.demo.report import is_flat, verdict_lines
+
+
+def test_compact_prompt_rows(tmp_path):
+    from r1vision.synthetic.sgg import synth_sgg
+    from r1vision.tasks.sgg.prompts import compact_prompt
+    from r1vision.tasks.sgg.task import SGGTask
+
+    synth_sgg(tmp_path, 2, seed=0, split="train", preset="demo")
+    rows = SGGTask().load(str(tmp_path), "train", model_family="qwen2_vl", prompt="compact")
+    text = rows[0]["prompt"][0]["content"][1]["text"]
+    assert text == compact_prompt("qwen2_vl") and "0-1000" in text and len(text) < 200
+    with pytest.raises(ValueError, match="prompt="):
+        SGGTask().load(str(tmp_path), "train", model_family="qwen2_vl", prompt="chatty")
+
+
+def test_compact_tokenizer_round_trips_and_is_shorter(tmp_path):
+    from transformers import AutoProcessor
+
+    from r1vision.testing.tiny import make_tiny_model
+
+    target = '<answer>{"objects": [{"id": "red circle.1", "bbox": [0, 333, 333, 667]}], "relationships": []}</answer>'
+    lengths = {}
+    for compact in (False, True):
+        path = make_tiny_model(
+            "qwen2_vl", tmp_path / str(compact), hidden=32, heads=2, vision_width=16, vision_depth=1,
+            corpus=[target] * 20, compact_tokenizer=compact,
+        )  # fmt: skip
+        tok = AutoProcessor.from_pretrained(str(path)).tokenizer
+        ids = tok(target)["input_ids"]
+        assert tok.decode(ids) == target
+        assert (
+            tok.convert_tokens_to_ids("<|image_pad|>")
+            == json.loads((path / "config.json").read_text())["image_token_id"]
+        )
+        lengths[compact] = len(ids)
+    assert lengths[True] * 2 < lengths[False]
+
+
+def test_matched_steps_follow_the_measured_pace():
+    sft = StageResult("sft", "x", seconds=100.0, steps=400)  # 0.25 s/step
+    assert matched_steps(50.0, sft) == 200
+    assert matched_steps(0.01, sft) == 1
+
+
+def test_flat_curve_and_plain_verdicts():
+    assert is_flat([1.0, 1.01, 0.99, 1.0, 1.02, 1.0, 0.98, 1.01])
+    assert not is_flat([0.5, 0.6, 0.8, 1.0, 1.2, 1.4, 1.5, 1.6])
+
+    def run(sft, matched, grpo):
+        arms = {"sft": {"relation_recall": sft}, "sft_matched": {"relation_recall": matched},
+                "sft+grpo": {"relation_recall": grpo}}  # fmt: skip
+        return {"seed": 0, "eval": {"test": arms, "test_ood": arms}, "reward_curve_flat": True}
+
+    lines = verdict_lines([run(0.20, 0.30, 0.26)])
+    assert "+6.0 points over its SFT checkpoint (meets" in lines[0]
+    assert "RL does NOT beat compute-matched SFT" in lines[0]
+    assert "stayed flat" in lines[-1]
