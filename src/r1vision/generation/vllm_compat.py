@@ -42,8 +42,8 @@ def torchvision_available() -> bool:
     """Whether torchvision can be imported (a broken CUDA build counts as missing)."""
     if importlib.util.find_spec("torchvision") is None:
         return False
-    try:
-        import torchvision  # noqa: F401
+    try:  # probed only where it is installed (GPU machines); never on the CPU stack, which lacks it
+        importlib.import_module("torchvision")
     except Exception:  # a build that does not match torch fails at import with various errors
         return False
     return True
