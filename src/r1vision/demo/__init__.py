@@ -11,6 +11,7 @@ Outputs go to ``demo_out/``: ``eval_table.md``, ``eval.json``, ``metrics.csv``, 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 from collections.abc import Sequence
@@ -115,6 +116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     results, rows = [], []
     for seed in range(a.seed, a.seed + max(1, a.seeds)):
         result, seed_rows = run_seed(cfg, seed, out / f"seed{seed}", quiet=a.quiet)
+        # Kept as soon as a seed finishes, so a stopped multi-seed run still has its finished seeds.
+        (out / f"seed{seed}" / "result.json").write_text(json.dumps(result, indent=2, default=str))
         results.append(result)
         rows += seed_rows
     _say("[5/6] writing metrics.csv, reward_curve.png and drawings")
