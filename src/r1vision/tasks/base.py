@@ -76,6 +76,25 @@ class Task(ABC):
         return EvalResult(metrics=metrics)
 
 
+def completion_text(completion: Any) -> str:
+    """The text of a TRL completion: a string, a message list, a message dict or a list of content parts.
+
+    Shared by every task's rewards. (The SVG render sandbox keeps its own copy in ``svg/extract.py``
+    because its worker processes must not import r1vision.)
+    """
+    if completion is None:
+        return ""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, dict):
+        if "content" in completion:
+            return completion_text(completion["content"])
+        return str(completion.get("text") or "") if completion.get("type") == "text" else ""
+    if isinstance(completion, (list, tuple)):
+        return "".join(completion_text(item) for item in completion)
+    return str(completion)
+
+
 _REGISTRY: dict[str, type[Task] | str] = {}
 
 

@@ -5,19 +5,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from r1vision.tasks.base import completion_text
+
 _ANSWER = re.compile(r"<answer>\s*([^<]{0,64}?)\s*</answer>", re.IGNORECASE | re.DOTALL)
-
-
-def completion_text(completion: Any) -> str:
-    """The text of a completion given as a string or as a list of chat messages."""
-    if isinstance(completion, str):
-        return completion
-    if isinstance(completion, list) and completion:
-        content = completion[-1].get("content", "") if isinstance(completion[-1], dict) else ""
-        if isinstance(content, list):
-            return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-        return content if isinstance(content, str) else ""
-    return ""
 
 
 def extract_answer(text: str) -> str | None:

@@ -16,31 +16,12 @@ import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from r1vision.tasks.base import RewardSpec
+from r1vision.tasks.base import RewardSpec, completion_text
 from r1vision.tasks.geometry.extract import parse_choices
 from r1vision.tasks.geometry.metrics import generation_step_metrics
 from r1vision.tasks.geometry.verify import DEFAULT_TIMEOUT_S, answers_match_batch
 
 logger = logging.getLogger(__name__)
-
-
-def completion_text(completion: Any) -> str:
-    """Text of one completion given as a string or as conversational messages."""
-    if isinstance(completion, str):
-        return completion
-    if isinstance(completion, dict):
-        return completion_text(completion.get("content", ""))
-    if isinstance(completion, list):
-        parts = []
-        for item in completion:
-            if isinstance(item, dict) and item.get("type") == "text":
-                parts.append(str(item.get("text") or ""))
-            elif isinstance(item, dict) and "content" in item:
-                parts.append(completion_text(item["content"]))
-            elif isinstance(item, str):
-                parts.append(item)
-        return "".join(parts)
-    return "" if completion is None else str(completion)
 
 
 def _column(kwargs: dict[str, Any], name: str, n: int) -> list[Any]:

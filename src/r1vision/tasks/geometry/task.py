@@ -7,11 +7,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from r1vision.tasks.base import EvalResult, RewardSpec, Task
+from r1vision.tasks.base import EvalResult, RewardSpec, Task, completion_text
 from r1vision.tasks.geometry.data import load_geometry_dataset, solution_text
 from r1vision.tasks.geometry.extract import extract_final_answer, parse_choices
 from r1vision.tasks.geometry.metrics import generation_step_metrics, mean_pass_at_k, pass_at_k
-from r1vision.tasks.geometry.rewards import build_reward_specs, completion_text
+from r1vision.tasks.geometry.rewards import build_reward_specs
 from r1vision.tasks.geometry.verify import DEFAULT_TIMEOUT_S, answers_match
 
 

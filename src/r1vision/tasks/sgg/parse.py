@@ -13,6 +13,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from r1vision.tasks.base import completion_text
 from r1vision.tasks.sgg.boxes import is_valid_box
 
 MAX_TEXT_CHARS = 200_000  # longer completions are cut before parsing, bounding the work per completion
@@ -77,25 +78,6 @@ def name_of(obj_id: str) -> str:
     if m and m.group(1).strip():
         return m.group(1).strip()
     return text
-
-
-def completion_text(completion: object) -> str:
-    """Text of a TRL completion: a string, or a list of messages whose content is str or typed parts."""
-    if isinstance(completion, str):
-        return completion
-    try:
-        if isinstance(completion, dict):
-            completion = [completion]
-        parts: list[str] = []
-        for msg in completion or []:
-            content = msg.get("content", "") if isinstance(msg, dict) else msg
-            if isinstance(content, str):
-                parts.append(content)
-            elif isinstance(content, list):
-                parts.extend(str(p.get("text", "")) for p in content if isinstance(p, dict))
-        return "".join(parts)
-    except Exception:
-        return ""
 
 
 def _scan_complete_items(text: str, start: int) -> list[str]:

@@ -29,11 +29,11 @@ from typing import Any
 
 import numpy as np
 
-from r1vision.tasks.base import RewardFunc, RewardSpec
+from r1vision.tasks.base import RewardFunc, RewardSpec, completion_text
 from r1vision.tasks.sgg.boxes import BoxFrame, box_frame
 from r1vision.tasks.sgg.labels import LabelSimilarity, Similarity, normalize_object, normalize_predicate
 from r1vision.tasks.sgg.matching import gt_graph, match_objects
-from r1vision.tasks.sgg.parse import ParseResult, completion_text, parse_scene_graph
+from r1vision.tasks.sgg.parse import ParseResult, parse_scene_graph
 
 _STRICT_RE = re.compile(r"^\s*(<think>.*?</think>\s*)?<answer>.*?</answer>\s*$", re.S)
 # Issues meaning some emitted object or relation was dropped (as opposed to packaging problems).
