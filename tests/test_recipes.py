@@ -28,13 +28,12 @@ def test_recipe_parses(recipe, tmp_path):
             str(tmp_path),
             "--use_cpu",
             "true",
-            "--bf16",
-            "false",
             "--logging_steps",
             "7",
         ]
     )
     assert config.logging_steps == 7  # CLI beats YAML
+    assert config.bf16 is False  # unset in the recipes: off on CPU (on with a GPU, TRL's default)
     assert script.model == "m" and get_task(script.task).name == script.task
 
 
@@ -49,3 +48,16 @@ def test_generation_backend_maps_to_trl_switches(tmp_path):
     assert plain.generation_backend == "hf" and not plain.use_vllm
     with pytest.raises(ValueError, match="generation_backend='vllm'"):
         VisionGRPOConfig(output_dir=str(tmp_path), use_cpu=True, generation_backend="vllm")
+
+
+def test_bf16_is_off_on_cpu_unless_asked_for(tmp_path, monkeypatch):
+    import torch
+
+    # TRL turns an unset bf16 into True; on CPU that autocast is 20-40x slower, so r1vision leaves it off.
+    assert VisionGRPOConfig(output_dir=str(tmp_path), use_cpu=True).bf16 is False
+    assert VisionSFTConfig(output_dir=str(tmp_path)).bf16 is False  # no accelerator here
+    assert VisionGRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=True).bf16 is True  # explicit wins
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    from r1vision.trainer.config import _cpu_only
+
+    assert not _cpu_only(VisionSFTConfig.__new__(VisionSFTConfig))  # a GPU keeps TRL's bf16 default
