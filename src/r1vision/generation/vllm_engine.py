@@ -12,6 +12,7 @@
   layerwise reload restores the checkpoint layout, loads, and re-runs the repacking per layer; on top of
   that we repack layers that share a reloaded weight without loading one themselves (a tied ``lm_head``
   keeps a packed copy of the embedding on CPU and would otherwise decode with the old weights).
+  :class:`InplaceReload` is the same update fed in chunks (the per-rank servers receive weights that way).
 - :class:`VLLMGenerator`: batched generation from dataset rows (``r1vision infer --backend vllm``).
 """
 
@@ -120,41 +121,72 @@ def load_weights_inplace(llm: Any, weights: Iterable[tuple[str, torch.Tensor]]) 
     Only the top-level submodules that receive weights (``language_model``, ``visual``) are reset for
     loading, so a frozen vision tower is neither sent nor touched. Works on GPU and on vLLM-CPU.
     """
-    from vllm.model_executor.model_loader.reload import (
-        finalize_layerwise_reload,
-        initialize_layerwise_reload,
-    )
-    from vllm.platforms import current_platform
-
-    model, runner = _vllm_model_and_runner(llm)
-    mapper = getattr(model, "hf_to_vllm_mapper", None)
     weights = list(weights)
     if not weights:
         return 0
-    roots: list[str] = []
-    for name, _ in weights:
-        mapped = mapper._map_name(name) if mapper is not None else name
-        root = (mapped or "").split(".")[0]
-        if root and hasattr(model, root) and root not in roots:
-            roots.append(root)
-    targets = [getattr(model, r) for r in roots] or [model]
-    quiet = _ExpectedReloadWarnings()
-    reload_logger = logging.getLogger("vllm.model_executor.model_loader.reload.layerwise")
-    reload_logger.addFilter(quiet)
-    try:
-        for module in targets:
+    reload = InplaceReload(llm, [name for name, _ in weights])
+    reload.load(weights)
+    return reload.finish()
+
+
+class InplaceReload:
+    """One weight update of an in-process engine, fed in as many chunks as the caller likes.
+
+    ``names`` (HF checkpoint names, or the module paths they belong to) decide which top-level submodules
+    are reset for loading; vLLM buffers each layer's tensors until the layer is complete, so a chunk may
+    end in the middle of a layer (an HTTP server receives the weights in chunks, see ``vllm_server``).
+    """
+
+    def __init__(self, llm: Any, names: Iterable[str]) -> None:
+        from vllm.model_executor.model_loader.reload import initialize_layerwise_reload
+
+        self.llm = llm
+        self.model, self.runner = _vllm_model_and_runner(llm)
+        mapper = getattr(self.model, "hf_to_vllm_mapper", None)
+        self.roots: list[str] = []
+        for name in names:
+            mapped = mapper._map_name(name) if mapper is not None else name
+            root = (mapped or "").split(".")[0]
+            if root and hasattr(self.model, root) and root not in self.roots:
+                self.roots.append(root)
+        self.targets = [getattr(self.model, r) for r in self.roots] or [self.model]
+        self.count = 0
+        for module in self.targets:
             initialize_layerwise_reload(module)
-        model.load_weights(iter(weights))
-        for module in targets:
-            finalize_layerwise_reload(module, runner.model_config)
-    finally:
-        reload_logger.removeFilter(quiet)
-    if current_platform.is_cpu():
-        _repack_cpu_gemms(targets)
-    if "visual" in roots:  # cached image embeddings came from the old vision weights
-        llm.llm_engine.reset_encoder_cache()
-    llm.reset_prefix_cache()
-    return len(weights)
+
+    @torch.no_grad()
+    def load(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Hand one chunk of ``(name, tensor)`` pairs to the model's loader."""
+        weights = list(weights)
+        self.count += len(weights)
+        with _quiet_reload_warnings():
+            self.model.load_weights(iter(weights))
+
+    @torch.no_grad()
+    def finish(self) -> int:
+        """Process the reloaded layers, repack CPU kernels and reset caches; return the tensor count."""
+        from vllm.model_executor.model_loader.reload import finalize_layerwise_reload
+        from vllm.platforms import current_platform
+
+        with _quiet_reload_warnings():
+            for module in self.targets:
+                finalize_layerwise_reload(module, self.runner.model_config)
+        if current_platform.is_cpu():
+            _repack_cpu_gemms(self.targets)
+        if "visual" in self.roots:  # cached image embeddings came from the old vision weights
+            self.llm.llm_engine.reset_encoder_cache()
+        self.llm.reset_prefix_cache()
+        return self.count
+
+
+class _quiet_reload_warnings:  # noqa: N801 - used as a context manager
+    def __enter__(self) -> None:
+        self.filter = _ExpectedReloadWarnings()
+        self.logger = logging.getLogger("vllm.model_executor.model_loader.reload.layerwise")
+        self.logger.addFilter(self.filter)
+
+    def __exit__(self, *exc: object) -> None:
+        self.logger.removeFilter(self.filter)
 
 
 def _repack_cpu_gemms(modules: Sequence[torch.nn.Module]) -> None:

@@ -87,8 +87,16 @@ class VisionGRPOConfig(VisionOptions, GRPOConfig):
         default="hf",
         metadata={
             "help": "'hf' (transformers generate), 'vllm_colocate' (one in-process vLLM engine per training "
-            "process: TRL's colocate mode with r1vision's VLM fixes) or 'vllm_server' (TRL's server mode). "
-            "Sets use_vllm / vllm_mode."
+            "process: TRL's colocate mode with r1vision's VLM fixes) or 'vllm_server' (TRL's server mode, or "
+            "r1vision's per-rank servers with vllm_server_per_rank). Sets use_vllm / vllm_mode."
+        },
+    )
+    vllm_server_per_rank: bool = field(
+        default=False,
+        metadata={
+            "help": "Server mode with one r1vision vLLM server per training process, at vllm_server_host:"
+            "vllm_server_port + local rank (start them with `r1vision vllm-serve --num-servers N`): each "
+            "process generates its own prompts there and pushes its weights over HTTP (works on CPU)."
         },
     )
     max_images_per_prompt: int = field(
@@ -112,6 +120,8 @@ class VisionGRPOConfig(VisionOptions, GRPOConfig):
             self.use_vllm, self.vllm_mode = True, backends[self.generation_backend]
         elif self.use_vllm:  # TRL's own switch still works; keep the two fields in agreement
             self.generation_backend = f"vllm_{self.vllm_mode}"
+        if self.vllm_server_per_rank and not (self.use_vllm and self.vllm_mode == "server"):
+            raise ValueError("vllm_server_per_rank needs generation_backend='vllm_server'")
         if not 0.0 < self.keep_groups_by_std <= 1.0:
             raise ValueError(f"keep_groups_by_std must be in (0, 1], got {self.keep_groups_by_std}")
         if self.advantage_estimator not in ("grpo", "reinforce_pp", "rloo"):

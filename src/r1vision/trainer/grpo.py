@@ -62,7 +62,11 @@ class VisionGRPOTrainer(CheckpointRenameMixin, GRPOTrainer):
         if args.use_vllm:  # TRL builds its vLLM backend in __init__: hand it our VLM-aware subclass
             from r1vision.generation.vllm_colocate import vision_vllm_generation
 
-            generation = vision_vllm_generation(self.pixel_budget, getattr(args, "max_images_per_prompt", 1))
+            generation = vision_vllm_generation(
+                self.pixel_budget,
+                getattr(args, "max_images_per_prompt", 1),
+                per_rank_servers=getattr(args, "vllm_server_per_rank", False),
+            )
         with generation:
             super().__init__(
                 model=model,
