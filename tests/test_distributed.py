@@ -259,4 +259,4 @@ def test_selftest_ddp_layout(capsys):
 
     assert selftest.main(["--layout", "ddp", "--nproc", "2"]) == 0
     out = capsys.readouterr().out
-    assert "PASS  grpo 2 steps (ddp)" in out and "2 ranks (MULTI_CPU, gloo)" in out
+    assert "PASS  grpo 2 steps (ddp, hf)" in out and "2 ranks (MULTI_CPU, gloo)" in out
