@@ -78,3 +78,12 @@ def test_missing_columns_score_zero():
     }
     with pytest.raises(ValueError, match="unknown F1 reward"):
         f1_rewards("qwen2_vl", weights={"edge": 1.0})
+
+
+def test_lenient_format_charges_a_dropped_relation_a_quarter():
+    # The second relation names an unlisted object: the parser drops it (issue "unknown_id").
+    text = answer([MAN, HORSE], [("man.1", "riding", "horse.1"), ("man.1", "riding", "dog.1")])
+    strict, lenient = scores(text), scores(text, strict_format=False)
+    assert strict["format"] == 0.0 and lenient["format"] == 0.75
+    assert strict["edge_f1"] == lenient["edge_f1"] == 1.0 and strict["node_f1"] == lenient["node_f1"] == 1.0
+    assert scores(answer([MAN, HORSE]), strict_format=False)["format"] == 1.0

@@ -161,13 +161,15 @@ def _vision_token_ids(model: str | Path) -> list[int]:
 def train_grpo(
     model: str | Path, data: Path, out_dir: Path, cfg: DemoConfig, seed: int, quiet: bool = False
 ) -> StageResult:
-    """GRPO from ``model`` on the ``rl`` prompts with format + object F1 + relation F1 rewards."""
+    """GRPO from ``model`` on the ``rl`` prompts: format (``cfg.strict_format``) + object + relation F1."""
     from r1vision.tasks.sgg.f1 import f1_rewards
     from r1vision.trainer.config import VisionGRPOConfig
     from r1vision.trainer.grpo import VisionGRPOTrainer
 
     rows = load_rows(data, "rl", cfg, with_completion=False)
-    specs = f1_rewards(FAMILY, weights=cfg.reward_weights, max_pixels=cfg.max_pixels)
+    specs = f1_rewards(
+        FAMILY, weights=cfg.reward_weights, strict_format=cfg.strict_format, max_pixels=cfg.max_pixels
+    )
     args = VisionGRPOConfig(
         output_dir=str(out_dir),
         max_steps=cfg.grpo_steps,
