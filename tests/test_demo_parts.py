@@ -65,3 +65,7 @@ def test_flat_curve_and_plain_verdicts():
     assert "+6.0 points over its SFT checkpoint (meets" in lines[0]
     assert "RL does NOT beat compute-matched SFT" in lines[0]
     assert "stayed flat" in lines[-1]
+    # Ahead on average, but one seed disagrees: not called a win.
+    mixed = verdict_lines([run(0.20, 0.20, 0.25), run(0.20, 0.22, 0.21)])
+    assert "ahead on average but not on every seed (+5.0, -1.0)" in mixed[0]
+    assert "RL beats compute-matched SFT on every seed" in verdict_lines([run(0.2, 0.2, 0.25)] * 2)[0]

@@ -104,23 +104,35 @@ def results_table(results: Sequence[dict[str, Any]], split: str) -> list[str]:
     return lines
 
 
-def verdicts(results: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """Mean differences (points of relation recall) that answer the demo's two questions, per split."""
-    out: dict[str, dict[str, float]] = {}
+def verdicts(results: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Differences (points of relation recall) that answer the demo's two questions, per split: the
+    mean over seeds and the per-seed values."""
+    out: dict[str, dict[str, Any]] = {}
     for split in ("test", "test_ood"):
 
-        def diff(a: str, b: str, split: str = split) -> float:
-            return float(
-                np.mean(
-                    [100 * (r["eval"][split][a][HEADLINE] - r["eval"][split][b][HEADLINE]) for r in results]
-                )
-            )
+        def diffs(a: str, b: str, split: str = split) -> list[float]:
+            return [100 * (r["eval"][split][a][HEADLINE] - r["eval"][split][b][HEADLINE]) for r in results]
 
+        vs_sft, vs_matched = diffs("sft+grpo", "sft"), diffs("sft+grpo", "sft_matched")
         out[split] = {
-            "grpo_minus_sft": diff("sft+grpo", "sft"),
-            "grpo_minus_matched": diff("sft+grpo", "sft_matched"),
+            "grpo_minus_sft": float(np.mean(vs_sft)),
+            "grpo_minus_matched": float(np.mean(vs_matched)),
+            "per_seed_minus_matched": vs_matched,
         }
     return out
+
+
+def _against_matched(per_seed: Sequence[float]) -> str:
+    """RL "beats" compute-matched SFT only when every seed agrees; a mean alone can be one lucky seed."""
+    mean = float(np.mean(per_seed))
+    if mean <= 0:
+        return "RL does NOT beat compute-matched SFT."
+    if len(per_seed) == 1:
+        return "RL is ahead of compute-matched SFT on this one seed (run --seeds 3 to know if it holds)."
+    if all(d > 0 for d in per_seed):
+        return "RL beats compute-matched SFT on every seed."
+    seeds = ", ".join(f"{d:+.1f}" for d in per_seed)
+    return f"RL is ahead on average but not on every seed ({seeds}): no established advantage."
 
 
 def verdict_lines(results: Sequence[dict[str, Any]]) -> list[str]:
@@ -132,7 +144,7 @@ def verdict_lines(results: Sequence[dict[str, Any]]) -> list[str]:
         lines.append(
             f"- {names[split]}: GRPO changed relation recall by {g:+.1f} points over its SFT checkpoint "
             f"({'meets' if g >= 5 else 'misses'} the +5 target); vs compute-matched SFT: {m:+.1f} points — "
-            + ("RL beats compute-matched SFT." if m > 0 else "RL does NOT beat compute-matched SFT.")
+            + _against_matched(d["per_seed_minus_matched"])
         )
     flat = [r["seed"] for r in results if r.get("reward_curve_flat")]
     if flat:
