@@ -28,7 +28,8 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 import torch  # noqa: E402
 
 from per_rank_grpo_script import hf_generate, rows_and_images, server_generate  # noqa: E402
-from r1vision.generation.vllm_server import ServerGroup, ServerStartError, VLLMServerClient  # noqa: E402
+from r1vision.generation.vllm_client import VLLMServerClient  # noqa: E402
+from r1vision.generation.vllm_launch import ServerGroup, ServerStartError  # noqa: E402
 from r1vision.selftest import _free_ports  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -242,7 +242,7 @@ def _selftest(argv: Sequence[str]) -> int:
 
 
 def _vllm_serve(argv: Sequence[str]) -> int:
-    from r1vision.generation.vllm_server import vllm_serve_main
+    from r1vision.generation.vllm_launch import vllm_serve_main
 
     return vllm_serve_main(argv)
 

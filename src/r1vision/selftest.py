@@ -77,7 +77,7 @@ def _require_vllm(backend: str) -> None:
 
 def _servers(workdir: Path, model: Path, num_servers: int, budget_args: list[str]):
     """Per-rank servers for the vllm_server backend, on free loopback ports (stopped by the caller)."""
-    from r1vision.generation.vllm_server import ServerGroup
+    from r1vision.generation.vllm_launch import ServerGroup
 
     base = _free_ports(num_servers)
     group = ServerGroup(str(model), num_servers=num_servers, base_port=base, log_dir=workdir / "logs")
@@ -115,7 +115,7 @@ def _free_ports(n: int) -> int:
 
 def _server_report(group, steps: int) -> str:
     """Check that each server generated and received weights (each rank used its own server)."""
-    from r1vision.generation.vllm_server import VLLMServerClient
+    from r1vision.generation.vllm_client import VLLMServerClient
 
     parts = []
     for i, port in enumerate(group.ports):

@@ -86,7 +86,7 @@ class VisionVLLMGeneration(VLLMGeneration):
 
     def _init_per_rank_client(self) -> None:
         """Connect to this process's own server (``server_port + local rank``) and check its budget."""
-        from r1vision.generation.vllm_server import VLLMServerClient
+        from r1vision.generation.vllm_client import VLLMServerClient
 
         if self.server_base_url is not None:
             raise ValueError(

@@ -1,0 +1,236 @@
+"""``r1vision vllm-serve``: start ``N`` r1vision vLLM servers, wait for them, always stop them.
+
+:class:`ServerGroup` starts ``N`` server processes (:mod:`r1vision.generation.vllm_server`; server ``i``
+on ``base_port + i``, on GPUs a block of ``tensor_parallel_size`` devices each), waits for their health
+with a timeout and an error that names the port and the server log's tail, and stops them (process
+groups, SIGTERM then SIGKILL). :func:`vllm_serve_main` is the command; with ``-- COMMAND`` it runs the
+command while the servers are up and stops them when it ends, or stops everything when a server dies.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from r1vision.generation.vllm_server import _server_parser
+
+
+class ServerStartError(RuntimeError):
+    """A vLLM server exited or did not become healthy in time."""
+
+
+@dataclass
+class ServerGroup:
+    """``num_servers`` server processes on ``base_port + i``; a context manager that always stops them."""
+
+    model: str
+    num_servers: int = 1
+    base_port: int = 8000
+    host: str = "127.0.0.1"
+    tensor_parallel_size: int = 1
+    first_device: int = 0
+    log_dir: str | os.PathLike[str] = "logs"
+    seed: int = 0
+    server_args: list[str] = field(default_factory=list)  # more ``--flag value`` for every server
+    env: dict[str, str] = field(default_factory=dict)
+    procs: list[subprocess.Popen] = field(default_factory=list, init=False)
+    logs: list[Path] = field(default_factory=list, init=False)
+
+    @property
+    def ports(self) -> list[int]:
+        return [self.base_port + i for i in range(self.num_servers)]
+
+    def url(self, i: int) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        return f"http://{host}:{self.ports[i]}"
+
+    def _devices(self) -> list[str] | None:
+        if not torch.cuda.is_available():
+            return None
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        ids = visible.split(",") if visible else [str(i) for i in range(torch.cuda.device_count())]
+        need = self.first_device + self.num_servers * self.tensor_parallel_size
+        if need > len(ids):
+            raise ServerStartError(
+                f"{self.num_servers} server(s) x tensor_parallel_size {self.tensor_parallel_size} from device "
+                f"{self.first_device} need {need} GPUs; {len(ids)} visible"
+            )
+        return ids
+
+    def start(self) -> ServerGroup:
+        """Start the processes (each in its own process group, logging to ``log_dir/vllm-server-PORT.log``)."""
+        devices = self._devices()
+        Path(self.log_dir).mkdir(parents=True, exist_ok=True)
+        for i, port in enumerate(self.ports):
+            env = {**os.environ, **self.env}
+            if devices is not None:
+                start = self.first_device + i * self.tensor_parallel_size
+                env["CUDA_VISIBLE_DEVICES"] = ",".join(devices[start : start + self.tensor_parallel_size])
+            cmd = [sys.executable, "-m", "r1vision.generation.vllm_server", "--model", self.model]
+            cmd += ["--port", str(port), "--host", self.host]
+            cmd += ["--tensor-parallel-size", str(self.tensor_parallel_size), *self.server_args]
+            cmd += ["--seed", str(self.seed + i)]  # servers sample differently for identical prompts
+            log = Path(self.log_dir) / f"vllm-server-{port}.log"
+            with open(log, "wb") as f:
+                proc = subprocess.Popen(
+                    cmd, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True
+                )
+            self.procs.append(proc)
+            self.logs.append(log)
+        return self
+
+    def log_tail(self, i: int, lines: int = 30) -> str:
+        try:
+            text = self.logs[i].read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def dead(self) -> int | None:
+        """Index of the first server process that has exited, or None."""
+        for i, proc in enumerate(self.procs):
+            if proc.poll() is not None:
+                return i
+        return None
+
+    def describe_death(self, i: int) -> str:
+        return (
+            f"vLLM server on port {self.ports[i]} exited with code {self.procs[i].returncode}; "
+            f"last lines of {self.logs[i]}:\n{self.log_tail(i)}"
+        )
+
+    def wait_healthy(self, timeout: float) -> None:
+        """Block until every server answers ``/health``; :class:`ServerStartError` naming the port otherwise."""
+        import requests
+
+        deadline = time.monotonic() + timeout
+        pending = set(range(self.num_servers))
+        while pending:
+            for i in sorted(pending):
+                if self.procs[i].poll() is not None:
+                    raise ServerStartError(self.describe_death(i))
+                try:
+                    if requests.get(self.url(i) + "/health", timeout=2).ok:
+                        pending.discard(i)
+                except requests.RequestException:
+                    pass
+            if pending and time.monotonic() > deadline:
+                i = min(pending)
+                raise ServerStartError(
+                    f"vLLM server on port {self.ports[i]} not healthy after {timeout:.0f}s; "
+                    f"last lines of {self.logs[i]}:\n{self.log_tail(i)}"
+                )
+            if pending:
+                time.sleep(0.5)
+
+    def stop(self, grace: float = 20.0) -> None:
+        """SIGTERM each server's process group, SIGKILL what is left after ``grace`` seconds."""
+        for proc in self.procs:
+            _signal_group(proc, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+            _signal_group(proc, signal.SIGKILL)  # children (TP workers) too, even if the leader exited
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        self.procs.clear()
+
+    def __enter__(self) -> ServerGroup:
+        if not self.procs:
+            self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def vllm_serve_main(argv: Sequence[str] | None = None) -> int:
+    """``r1vision vllm-serve``: start the servers, wait for health, serve until stopped (or run a command)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, command = argv[:cut], argv[cut + 1 :]
+    p = _server_parser("r1vision vllm-serve")
+    p.description = (
+        "Start N r1vision vLLM servers (server i on --base-port + i), one per training process "
+        "(--vllm_server_per_rank true). With `-- COMMAND ...` run the command while they are up."
+    )
+    p.add_argument("--num-servers", type=int, default=1)
+    p.add_argument("--base-port", type=int, default=8000)
+    p.add_argument("--first-device", type=int, default=0, help="first GPU (of the visible ones) to use")
+    p.add_argument("--health-timeout", type=float, default=600.0, help="seconds to wait for all servers")
+    p.add_argument("--log-dir", default="logs", help="server i logs to LOG_DIR/vllm-server-PORT.log")
+    a = p.parse_args(argv)
+    server_args = ["--gpu-memory-utilization", str(a.gpu_memory_utilization)]
+    server_args += ["--max-images-per-prompt", str(a.max_images_per_prompt)]
+    for flag in ("min_pixels", "max_pixels", "dtype", "max_model_len"):
+        if getattr(a, flag) is not None:
+            server_args += ["--" + flag.replace("_", "-"), str(getattr(a, flag))]
+    group = ServerGroup(
+        a.model,
+        num_servers=a.num_servers,
+        base_port=a.base_port,
+        host=a.host,
+        tensor_parallel_size=a.tensor_parallel_size,
+        first_device=a.first_device,
+        log_dir=a.log_dir,
+        seed=a.seed,
+        server_args=server_args,
+    )
+
+    def on_signal(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    child: subprocess.Popen | None = None
+    try:
+        group.start()
+        group.wait_healthy(a.health_timeout)
+        print(f"vllm-serve: {a.num_servers} server(s) healthy on ports {group.ports}", flush=True)
+        if command:
+            child = subprocess.Popen(command, start_new_session=True)
+        while True:
+            if child is not None and child.poll() is not None:
+                return child.returncode
+            dead = group.dead()
+            if dead is not None:
+                print(f"vllm-serve: {group.describe_death(dead)}", file=sys.stderr, flush=True)
+                return 1
+            time.sleep(1.0)
+    except ServerStartError as exc:
+        print(f"vllm-serve: {exc}", file=sys.stderr, flush=True)
+        return 1
+    finally:
+        # A second Ctrl-C / SIGTERM must not interrupt the clean-up and leave servers behind.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if child is not None and child.poll() is None:
+            _signal_group(child, signal.SIGTERM)
+            try:
+                child.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                _signal_group(child, signal.SIGKILL)
+        group.stop()
