@@ -44,6 +44,44 @@ def test_compact_tokenizer_round_trips_and_is_shorter(tmp_path):
         )
         lengths[compact] = len(ids)
     assert lengths[True] * 2 < lengths[False]
+    # Colour and shape stay separate tokens, so a pair the corpus never had ("red square") is made of
+    # the same trained pieces as the pairs it had ("red circle", "blue square").
+    path = make_tiny_model(
+        "qwen2_vl", tmp_path / "pairs", hidden=32, heads=2, vision_width=16, vision_depth=1,
+        corpus=[target] * 20 + [target.replace("red circle", "blue square")] * 20, compact_tokenizer=True,
+    )  # fmt: skip
+    tok = AutoProcessor.from_pretrained(str(path)).tokenizer
+    pieces = [tok.decode([i]) for i in tok(target.replace("red circle", "red square"))["input_ids"]]
+    assert " square." in pieces and pieces[pieces.index(" square.") - 1].endswith('"red')
+    assert len(pieces) == len(tok(target)["input_ids"])
+
+
+def test_compositional_split_keeps_held_out_pairs_out_and_in(tmp_path):
+    import pyarrow.parquet as pq
+
+    from r1vision.synthetic.sgg import make_config, synth_sgg
+
+    held = ("red triangle", "green circle", "blue square")
+    synth_sgg(
+        tmp_path, 60, seed=1, split="train", preset="demo", min_objects=1, max_objects=2, exclude_names=held
+    )
+    synth_sgg(
+        tmp_path, 60, seed=1, split="ood", preset="demo", min_objects=1, max_objects=2, require_names=held
+    )
+
+    def names(split):
+        rows = pq.read_table(tmp_path / f"{split}.parquet", columns=["objects"]).to_pylist()
+        return [{o["id"].rsplit(".", 1)[0] for o in json.loads(r["objects"])} for r in rows]
+
+    train, ood = names("train"), names("ood")
+    assert not set().union(*train) & set(held)
+    assert len(set().union(*train)) == 6  # the six other pairs all appear
+    assert all(scene & set(held) for scene in ood)
+    assert set().union(*ood) - set(held)  # other pairs still appear beside the held-out one
+    with pytest.raises(ValueError, match="exclude_names"):
+        make_config("demo", exclude_names=["pink circle"])
+    with pytest.raises(ValueError, match="both excluded and required"):
+        make_config("demo", exclude_names=["red triangle"], require_names=["red triangle"])
 
 
 def test_matched_steps_follow_the_measured_pace():

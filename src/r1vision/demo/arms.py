@@ -41,17 +41,22 @@ class StageResult:
 
 
 def make_data(cfg: DemoConfig, root: Path, seed: int) -> Path:
-    """Write the four splits: SFT ``train``, GRPO prompts ``rl``, i.i.d. ``test`` and ``test_ood``."""
+    """Write the four splits: SFT ``train``, GRPO prompts ``rl``, i.i.d. ``test`` and ``test_ood``.
+
+    ``train``/``test`` never draw ``cfg.held_out`` pairs, ``rl`` draws every pair, and each ``test_ood``
+    scene has at least one held-out pair.
+    """
     from r1vision.synthetic.sgg import synth_sgg
 
     sft_range = (1, cfg.sft_max_objects)
-    for split, n, (lo, hi) in (
-        ("train", cfg.n_sft, sft_range),
-        ("rl", cfg.n_rl, cfg.rl_objects),
-        ("test", cfg.n_test, sft_range),
-        ("test_ood", cfg.n_test, cfg.ood_objects),
+    held = {"exclude_names": cfg.held_out}
+    for split, n, (lo, hi), names in (
+        ("train", cfg.n_sft, sft_range, held),
+        ("rl", cfg.n_rl, cfg.rl_objects, {}),
+        ("test", cfg.n_test, sft_range, held),
+        ("test_ood", cfg.n_test, cfg.ood_objects, {"require_names": cfg.held_out}),
     ):
-        synth_sgg(root, n, seed=seed, split=split, preset="demo", min_objects=lo, max_objects=hi)
+        synth_sgg(root, n, seed=seed, split=split, preset="demo", min_objects=lo, max_objects=hi, **names)
     return root
 
 

@@ -156,11 +156,12 @@ def write_tables(out: Path, results: Sequence[dict[str, Any]], cfg: DemoConfig) 
     """``eval_table.md`` and ``eval.json``; returns the markdown."""
     seeds = [r["seed"] for r in results]
     md = [f"# r1vision demo: SFT -> GRPO on synthetic scene graphs (seeds {seeds})", ""]
+    held = ", ".join(f"'{n}'" for n in cfg.held_out) or "(none)"
     md.append(
-        f"SFT on scenes with 1-{cfg.sft_max_objects} objects; GRPO prompts with {cfg.rl_objects[0]}-"
-        f"{cfg.rl_objects[1]} objects; the compute-matched arm continues SFT (same data, linear decay) for "
-        "GRPO's wall time. Greedy decoding on held-out scenes; percentages"
-        + (", mean ± std over seeds." if len(results) > 1 else ".")
+        f"SFT on scenes with 1-{cfg.sft_max_objects} objects that never show the colour-shape pairs "
+        f"{held}; GRPO prompts ({cfg.rl_objects[0]}-{cfg.rl_objects[1]} objects) show every pair; the "
+        "compute-matched arm continues SFT (same data, linear decay) for GRPO's wall time. Greedy decoding "
+        "on held-out scenes; percentages" + (", mean ± std over seeds." if len(results) > 1 else ".")
     )
     md.append(
         "relation recall = ngR@50 of `r1vision eval sgg` (no graph constraint: a pair here may carry both "
@@ -168,8 +169,9 @@ def write_tables(out: Path, results: Sequence[dict[str, Any]], cfg: DemoConfig) 
         + ("strict" if cfg.strict_format else "lenient (0.25 per check)")
         + "; 'format valid' is the strict check."
     )
-    for split, title in (("test", "i.i.d. test (same object counts as SFT)"),
-                         ("test_ood", f"OOD test ({cfg.ood_objects[0]}-{cfg.ood_objects[1]} objects)")):  # fmt: skip
+    for split, title in (("test", "i.i.d. test (the pairs SFT saw)"),
+                         ("test_ood", f"OOD test (every scene has a held-out pair; {cfg.ood_objects[0]}-"
+                                      f"{cfg.ood_objects[1]} objects)")):  # fmt: skip
         md += ["", f"## {title}", "", *results_table(results, split)]
     md += ["", "## Verdict", "", *verdict_lines(results), ""]
     timing = [

@@ -62,6 +62,9 @@ class SceneConfig:
     background: tuple[int, int, int] = (128, 128, 128)
     near_factor: float = 0.5
     bigger_ratio: float = 2.0
+    # Compositional splits: names ("red triangle") never drawn, and names of which every scene has one.
+    exclude_names: tuple[str, ...] = ()
+    require_names: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_objects <= self.max_objects:
@@ -76,6 +79,30 @@ class SceneConfig:
             raise ValueError(f"unknown shape/colour/predicate(s): {sorted(bad)}")
         if self.name_style not in ("color_shape", "shape"):
             raise ValueError("name_style must be 'color_shape' or 'shape'")
+        names = set(self.object_names())
+        for field_name in ("exclude_names", "require_names"):
+            unknown = set(getattr(self, field_name)) - names
+            if unknown:
+                raise ValueError(f"{field_name}: {sorted(unknown)} are not object names of this scene config")
+        if set(self.exclude_names) & set(self.require_names):
+            raise ValueError("a name cannot be both excluded and required")
+        if not names - set(self.exclude_names):
+            raise ValueError("exclude_names leaves no object to draw")
+
+    def _name(self, color: str, shape: str) -> str:
+        return f"{color} {shape}" if self.name_style == "color_shape" else shape
+
+    def pick(self, rng: random.Random, avoid_colors: set[str], required: bool) -> tuple[str, str]:
+        """A (shape, colour) pair allowed by ``exclude_names`` (from ``require_names`` when ``required``)."""
+        pairs = [
+            (s, c)
+            for s in self.shapes
+            for c in self.colors
+            if self._name(c, s) not in self.exclude_names
+            and (not required or self._name(c, s) in self.require_names)
+        ]
+        preferred = [(s, c) for s, c in pairs if c not in avoid_colors]
+        return rng.choice(preferred or pairs)
 
     def object_names(self) -> list[str]:
         if self.name_style == "shape":
@@ -201,6 +228,7 @@ def generate_scene(cfg: SceneConfig, rng: random.Random) -> tuple[Image.Image, l
         draw, draw_ids = ImageDraw.Draw(image), ImageDraw.Draw(ids)
         objs = []
         colors: list[str] = []
+        forced = rng.randrange(len(boxes)) if cfg.require_names else -1
         for order, box in enumerate(boxes):
             # Overlapping shapes get distinct colours when possible, so the picture stays unambiguous.
             touching = {
@@ -208,8 +236,11 @@ def generate_scene(cfg: SceneConfig, rng: random.Random) -> tuple[Image.Image, l
                 for b, c in zip(boxes, colors, strict=False)
                 if not (box[2] <= b[0] or b[2] <= box[0] or box[3] <= b[1] or b[3] <= box[1])
             }
-            shape = rng.choice(cfg.shapes)
-            color = rng.choice([c for c in cfg.colors if c not in touching] or list(cfg.colors))
+            if cfg.exclude_names or cfg.require_names:
+                shape, color = cfg.pick(rng, touching, required=bool(cfg.require_names) and order == forced)
+            else:  # the original draw order, so existing seeds give the same scenes
+                shape = rng.choice(cfg.shapes)
+                color = rng.choice([c for c in cfg.colors if c not in touching] or list(cfg.colors))
             colors.append(color)
             mask_img = Image.new("1", (w, h), 0)
             _draw(ImageDraw.Draw(mask_img), shape, box, 1)
