@@ -78,6 +78,12 @@ def test_compositional_split_keeps_held_out_pairs_out_and_in(tmp_path):
     assert len(set().union(*train)) == 6  # the six other pairs all appear
     assert all(scene & set(held) for scene in ood)
     assert set().union(*ood) - set(held)  # other pairs still appear beside the held-out one
+    # exclude_rate < 1: held-out pairs become rare instead of absent (the demo's long-tail split).
+    synth_sgg(tmp_path, 300, seed=1, split="rare", preset="demo", max_objects=2, exclude_names=held,
+              exclude_rate=0.9)  # fmt: skip
+    rare = [n for scene in names("rare") for n in scene]
+    share = sum(n in held for n in rare) / len(rare)
+    assert 0.0 < share < 0.1  # natural share 1/3; 0.1 x that is ~0.033
     with pytest.raises(ValueError, match="exclude_names"):
         make_config("demo", exclude_names=["pink circle"])
     with pytest.raises(ValueError, match="both excluded and required"):

@@ -43,13 +43,13 @@ class StageResult:
 def make_data(cfg: DemoConfig, root: Path, seed: int) -> Path:
     """Write the four splits: SFT ``train``, GRPO prompts ``rl``, i.i.d. ``test`` and ``test_ood``.
 
-    ``train``/``test`` never draw ``cfg.held_out`` pairs, ``rl`` draws every pair, and each ``test_ood``
-    scene has at least one held-out pair.
+    ``train``/``test`` draw the ``cfg.held_out`` pairs at ``cfg.held_out_sft_rate`` x their natural rate
+    (0: never), ``rl`` draws every pair, and each ``test_ood`` scene has at least one held-out pair.
     """
     from r1vision.synthetic.sgg import synth_sgg
 
     sft_range = (1, cfg.sft_max_objects)
-    held = {"exclude_names": cfg.held_out}
+    held = {"exclude_names": cfg.held_out, "exclude_rate": 1.0 - cfg.held_out_sft_rate}
     for split, n, (lo, hi), names in (
         ("train", cfg.n_sft, sft_range, held),
         ("rl", cfg.n_rl, cfg.rl_objects, {}),

@@ -158,8 +158,13 @@ def write_tables(out: Path, results: Sequence[dict[str, Any]], cfg: DemoConfig) 
     md = [f"# r1vision demo: SFT -> GRPO on synthetic scene graphs (seeds {seeds})", ""]
     held = ", ".join(f"'{n}'" for n in cfg.held_out) or "(none)"
     md.append(
-        f"SFT on scenes with 1-{cfg.sft_max_objects} objects that never show the colour-shape pairs "
-        f"{held}; GRPO prompts ({cfg.rl_objects[0]}-{cfg.rl_objects[1]} objects) show every pair; the "
+        f"SFT on scenes with 1-{cfg.sft_max_objects} objects in which the colour-shape pairs {held} are "
+        + (
+            f"rare ({cfg.held_out_sft_rate:g} x their natural rate)"
+            if cfg.held_out_sft_rate
+            else "never drawn"
+        )
+        + f"; GRPO prompts ({cfg.rl_objects[0]}-{cfg.rl_objects[1]} objects) show every pair; the "
         "compute-matched arm continues SFT (same data, linear decay) for GRPO's wall time. Greedy decoding "
         "on held-out scenes; percentages" + (", mean ± std over seeds." if len(results) > 1 else ".")
     )
@@ -169,7 +174,7 @@ def write_tables(out: Path, results: Sequence[dict[str, Any]], cfg: DemoConfig) 
         + ("strict" if cfg.strict_format else "lenient (0.25 per check)")
         + "; 'format valid' is the strict check."
     )
-    for split, title in (("test", "i.i.d. test (the pairs SFT saw)"),
+    for split, title in (("test", "i.i.d. test (drawn like the SFT data)"),
                          ("test_ood", f"OOD test (every scene has a held-out pair; {cfg.ood_objects[0]}-"
                                       f"{cfg.ood_objects[1]} objects)")):  # fmt: skip
         md += ["", f"## {title}", "", *results_table(results, split)]

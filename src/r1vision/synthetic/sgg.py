@@ -62,9 +62,11 @@ class SceneConfig:
     background: tuple[int, int, int] = (128, 128, 128)
     near_factor: float = 0.5
     bigger_ratio: float = 2.0
-    # Compositional splits: names ("red triangle") never drawn, and names of which every scene has one.
+    # Compositional splits: names ("red triangle") never (or rarely: exclude_rate) drawn, and names of
+    # which every scene has one.
     exclude_names: tuple[str, ...] = ()
     require_names: tuple[str, ...] = ()
+    exclude_rate: float = 1.0  # <1: an excluded name is still drawn at (1 - rate) x its natural rate
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_objects <= self.max_objects:
@@ -84,6 +86,8 @@ class SceneConfig:
             unknown = set(getattr(self, field_name)) - names
             if unknown:
                 raise ValueError(f"{field_name}: {sorted(unknown)} are not object names of this scene config")
+        if not 0.0 <= self.exclude_rate <= 1.0:
+            raise ValueError(f"exclude_rate must be in [0, 1], got {self.exclude_rate}")
         if set(self.exclude_names) & set(self.require_names):
             raise ValueError("a name cannot be both excluded and required")
         if not names - set(self.exclude_names):
@@ -94,12 +98,14 @@ class SceneConfig:
 
     def pick(self, rng: random.Random, avoid_colors: set[str], required: bool) -> tuple[str, str]:
         """A (shape, colour) pair allowed by ``exclude_names`` (from ``require_names`` when ``required``)."""
+        excluded = self.exclude_names
+        if self.exclude_rate < 1.0 and rng.random() >= self.exclude_rate:
+            excluded = ()
         pairs = [
             (s, c)
             for s in self.shapes
             for c in self.colors
-            if self._name(c, s) not in self.exclude_names
-            and (not required or self._name(c, s) in self.require_names)
+            if self._name(c, s) not in excluded and (not required or self._name(c, s) in self.require_names)
         ]
         preferred = [(s, c) for s, c in pairs if c not in avoid_colors]
         return rng.choice(preferred or pairs)
