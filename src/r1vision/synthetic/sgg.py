@@ -93,7 +93,8 @@ class SceneConfig:
         if not names - set(self.exclude_names):
             raise ValueError("exclude_names leaves no object to draw")
 
-    def _name(self, color: str, shape: str) -> str:
+    def name_of(self, color: str, shape: str) -> str:
+        """An object's category name under ``name_style`` ("red triangle" or "triangle")."""
         return f"{color} {shape}" if self.name_style == "color_shape" else shape
 
     def pick(self, rng: random.Random, avoid_colors: set[str], required: bool) -> tuple[str, str]:
@@ -105,7 +106,8 @@ class SceneConfig:
             (s, c)
             for s in self.shapes
             for c in self.colors
-            if self._name(c, s) not in excluded and (not required or self._name(c, s) in self.require_names)
+            if self.name_of(c, s) not in excluded
+            and (not required or self.name_of(c, s) in self.require_names)
         ]
         preferred = [(s, c) for s, c in pairs if c not in avoid_colors]
         return rng.choice(preferred or pairs)
@@ -113,7 +115,7 @@ class SceneConfig:
     def object_names(self) -> list[str]:
         if self.name_style == "shape":
             return list(self.shapes)
-        return [f"{c} {s}" for c in self.colors for s in self.shapes]
+        return [self.name_of(c, s) for c in self.colors for s in self.shapes]
 
 
 PRESETS: dict[str, SceneConfig] = {
@@ -243,7 +245,7 @@ def generate_scene(cfg: SceneConfig, rng: random.Random) -> tuple[Image.Image, l
                 if not (box[2] <= b[0] or b[2] <= box[0] or box[3] <= b[1] or b[3] <= box[1])
             }
             if cfg.exclude_names or cfg.require_names:
-                shape, color = cfg.pick(rng, touching, required=bool(cfg.require_names) and order == forced)
+                shape, color = cfg.pick(rng, touching, required=order == forced)
             else:  # the original draw order, so existing seeds give the same scenes
                 shape = rng.choice(cfg.shapes)
                 color = rng.choice([c for c in cfg.colors if c not in touching] or list(cfg.colors))
@@ -253,7 +255,7 @@ def generate_scene(cfg: SceneConfig, rng: random.Random) -> tuple[Image.Image, l
             _draw(draw, shape, box, COLOR_RGB[color])
             _draw(draw_ids, shape, box, order + 1)
             mask = np.asarray(mask_img, dtype=bool)
-            name = f"{color} {shape}" if cfg.name_style == "color_shape" else shape
+            name = cfg.name_of(color, shape)
             objs.append({"name": name, "order": order, "mask": mask, "area": int(mask.sum())})
         id_map = np.asarray(ids)
         ok = True

@@ -64,8 +64,9 @@ def _train_tokenizer(corpus: Iterable[str], vocab_size: int, compact: bool = Fal
 
     ``compact``: merges may cross punctuation boundaries (digit runs and words — a space before a
     lowercase letter — stay apart), so a fixed answer format such as ``", "bbox": [`` becomes one token
-    and JSON targets get ~2x shorter (measured: tiny demo models learn labels and positions faster). Such a tokenizer is
-    saved as a plain ``tokenizers`` backend: ``Qwen2Tokenizer`` would re-split the words.
+    and JSON targets get ~2x shorter (measured: tiny demo models learn labels and positions faster).
+    Such a tokenizer is saved as a plain ``tokenizers`` backend: ``Qwen2Tokenizer`` would re-split the
+    words.
     """
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast, Qwen2TokenizerFast
