@@ -102,6 +102,14 @@ class VisionGRPOConfig(VisionOptions, GRPOConfig):
     max_images_per_prompt: int = field(
         default=1, metadata={"help": "Most images in a prompt: vLLM's limit_mm_per_prompt (videos are off)."}
     )
+    max_prompt_text_tokens: int = field(
+        default=1024,
+        metadata={
+            "help": "Text tokens of the longest prompt (image tokens not counted). With the images at the "
+            "pixel budget and max_completion_length it sets vLLM's max_model_len unless "
+            "vllm_max_model_length is given; a longer prompt is refused at rollout time."
+        },
+    )
     keep_groups_by_std: float = field(
         default=1.0,
         metadata={
@@ -138,6 +146,18 @@ class VisionGRPOConfig(VisionOptions, GRPOConfig):
             self.num_generations = 1
         elif self.advantage_estimator == "rloo" and self.num_generations < 2:
             raise ValueError("advantage_estimator='rloo' needs num_generations >= 2 (leave-one-out baseline)")
+        _refuse_engine_problems(self)
+
+
+def _refuse_engine_problems(args: VisionGRPOConfig) -> None:
+    """vLLM settings that cannot work together fail here, before any model or GPU is touched."""
+    import torch
+
+    from r1vision.generation.vllm_plan import engine_problems
+
+    problems = engine_problems(args, cuda=torch.cuda.is_available())
+    if problems:
+        raise ValueError("vLLM settings that cannot work: " + "; ".join(problems))
 
 
 @dataclass
