@@ -77,7 +77,7 @@ def lora_generation(tiny_model, monkeypatch):
 def _train_a_step(model: torch.nn.Module) -> None:
     """Move every trainable tensor (LoRA B starts at zero: the merged weights change only through it)."""
     with torch.no_grad():
-        for name, param in model.named_parameters():
+        for param in model.parameters():
             if param.requires_grad:
                 param.add_(0.01 * torch.randn_like(param))
 
