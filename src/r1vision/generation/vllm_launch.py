@@ -165,6 +165,48 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
         pass
 
 
+# recipe key -> server option; the trainer's values, so the servers resize and size sequences like it
+RECIPE_KEYS = {
+    "model": "model",
+    "min_pixels": "min_pixels",
+    "max_pixels": "max_pixels",
+    "max_images_per_prompt": "max_images_per_prompt",
+    "max_completion_length": "max_completion_length",
+    "max_prompt_text_tokens": "max_prompt_text_tokens",
+    "vllm_max_model_length": "max_model_len",
+    "vllm_gpu_memory_utilization": None,  # a colocate setting; servers take --gpu-memory-utilization
+}
+
+
+def apply_recipe(a: Any, argv: Sequence[str]) -> None:
+    """Fill ``a`` from ``a.config`` (a training recipe) where the command line did not set a value;
+    refuse settings the servers cannot honour (tensor parallelism, no model)."""
+    if a.config:
+        import yaml
+
+        with open(a.config) as f:
+            recipe = yaml.safe_load(f) or {}
+        if not isinstance(recipe, dict):
+            raise ValueError(f"{a.config}: a recipe is a YAML mapping of config fields")
+        given = {arg.split("=", 1)[0].lstrip("-").replace("-", "_") for arg in argv if arg.startswith("--")}
+        for key, option in RECIPE_KEYS.items():
+            if option is None or key not in recipe or option in given or recipe[key] is None:
+                continue
+            setattr(a, option, recipe[key])
+    if a.max_completion_length is None and a.max_model_len is None:
+        # TRL's default, as the trainer would use it; a server sized to the model's whole context may
+        # not even start (Qwen3-VL: 262,144 tokens of KV cache)
+        from trl import GRPOConfig
+
+        a.max_completion_length = GRPOConfig.max_completion_length
+    if not a.model:
+        raise ValueError("--model is required (or a --config recipe that names it)")
+    if a.tensor_parallel_size != 1:
+        from r1vision.generation.vllm_server import _TP_REFUSAL
+
+        raise ValueError(_TP_REFUSAL)
+
+
 def vllm_serve_main(argv: Sequence[str] | None = None) -> int:
     """``r1vision vllm-serve``: start the servers, wait for health, serve until stopped (or run a command)."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -172,20 +214,34 @@ def vllm_serve_main(argv: Sequence[str] | None = None) -> int:
     if "--" in argv:
         cut = argv.index("--")
         argv, command = argv[:cut], argv[cut + 1 :]
-    p = _server_parser("r1vision vllm-serve")
+    p = _server_parser("r1vision vllm-serve", model_required=False)
     p.description = (
         "Start N r1vision vLLM servers (server i on --base-port + i), one per training process "
-        "(--vllm_server_per_rank true). With `-- COMMAND ...` run the command while they are up."
+        "(--vllm_server_per_rank true). With `-- COMMAND ...` run the command while they are up. "
+        "--config reads the training recipe's model, pixel budget, image limit and lengths (flags win)."
     )
+    p.add_argument("--config", default=None, help="the training recipe YAML (r1vision grpo --config)")
     p.add_argument("--num-servers", type=int, default=1)
     p.add_argument("--base-port", type=int, default=8000)
     p.add_argument("--first-device", type=int, default=0, help="first GPU (of the visible ones) to use")
     p.add_argument("--health-timeout", type=float, default=600.0, help="seconds to wait for all servers")
     p.add_argument("--log-dir", default="logs", help="server i logs to LOG_DIR/vllm-server-PORT.log")
     a = p.parse_args(argv)
+    try:
+        apply_recipe(a, argv)
+    except ValueError as exc:
+        print(f"vllm-serve: {exc}", file=sys.stderr, flush=True)
+        return 2
     server_args = ["--gpu-memory-utilization", str(a.gpu_memory_utilization)]
     server_args += ["--max-images-per-prompt", str(a.max_images_per_prompt)]
-    for flag in ("min_pixels", "max_pixels", "dtype", "max_model_len"):
+    for flag in (
+        "min_pixels",
+        "max_pixels",
+        "dtype",
+        "max_model_len",
+        "max_completion_length",
+        "max_prompt_text_tokens",
+    ):
         if getattr(a, flag) is not None:
             server_args += ["--" + flag.replace("_", "-"), str(getattr(a, flag))]
     group = ServerGroup(
