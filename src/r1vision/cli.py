@@ -32,6 +32,10 @@ checks and demos:
 
 
 def _train(kind: str, argv: Sequence[str]) -> int:
+    if "--dry-run" in argv:  # resolve and check everything, touch no GPU (r1vision.trainer.dry_run)
+        from r1vision.trainer.dry_run import main as dry_run
+
+        return dry_run(kind, argv)
     from trl import TrlParser
 
     from r1vision.recipes import ScriptArguments, run_grpo, run_sft

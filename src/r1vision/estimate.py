@@ -95,6 +95,7 @@ class TrainSetup:
     vllm_gpu_memory_utilization: float = 0.3
     vllm_kv_tokens: int = 0  # 0: room for `batch` sequences
     beta: float = 0.0  # GRPO's KL coefficient: > 0 loads a reference model (unless LoRA)
+    fused_logits: bool = True  # GRPO (TRL's fused LM head); SFT materialises the logits
 
 
 @dataclass(frozen=True)
@@ -315,7 +316,10 @@ def estimate(shape: ModelShape, setup: TrainSetup) -> MemoryEstimate:
         v_act = 2 * shape.vision_hidden * patches * shape.vision_layers + v_layer
     else:
         v_act = v_layer * shape.vision_layers
-    logits = logits_bytes(shape, setup.batch * setup.completion_tokens, lm_head_trains=setup.lora_r == 0)
+    if setup.fused_logits:
+        logits = logits_bytes(shape, setup.batch * setup.completion_tokens, lm_head_trains=setup.lora_r == 0)
+    else:  # bf16 logits of every position, their fp32 upcast in the loss and its gradient
+        logits = setup.batch * seq * shape.vocab * (2 + 4 + 4)
 
     kv_tokens = setup.vllm_kv_tokens or setup.batch * seq
     kv = 2 * shape.layers * shape.kv_dim * 2 * kv_tokens  # K and V, bf16

@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,6 +71,31 @@ def sleep_plan(enable_sleep_mode: bool) -> SleepPlan:
     if not enable_sleep_mode:
         return SleepPlan(0, "changing")
     return SleepPlan(2, "all")
+
+
+_ASSUME_CUDA: bool | None = None
+
+
+@contextlib.contextmanager
+def assume_cuda(value: bool) -> Iterator[None]:
+    """Judge settings for a machine with (or without) CUDA: the dry run checks the run's target machine."""
+    global _ASSUME_CUDA
+    previous, _ASSUME_CUDA = _ASSUME_CUDA, value
+    try:
+        yield
+    finally:
+        _ASSUME_CUDA = previous
+
+
+def target_has_cuda(args: Any = None) -> bool:
+    """Whether the run will have CUDA: this machine's, unless a dry run says otherwise; never with use_cpu."""
+    if args is not None and getattr(args, "use_cpu", False):
+        return False
+    if _ASSUME_CUDA is not None:
+        return _ASSUME_CUDA
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def engine_problems(args: Any, cuda: bool) -> list[str]:

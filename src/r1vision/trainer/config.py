@@ -151,11 +151,9 @@ class VisionGRPOConfig(VisionOptions, GRPOConfig):
 
 def _refuse_engine_problems(args: VisionGRPOConfig) -> None:
     """vLLM settings that cannot work together fail here, before any model or GPU is touched."""
-    import torch
+    from r1vision.generation.vllm_plan import engine_problems, target_has_cuda
 
-    from r1vision.generation.vllm_plan import engine_problems
-
-    problems = engine_problems(args, cuda=torch.cuda.is_available())
+    problems = engine_problems(args, cuda=target_has_cuda(args))
     if problems:
         raise ValueError("vLLM settings that cannot work: " + "; ".join(problems))
 
