@@ -103,3 +103,36 @@ def test_vllm_serve_refuses_tensor_parallel_before_starting(tmp_path, monkeypatc
     assert rc == 2 and not started
     assert "--tensor-parallel-size 1" in capsys.readouterr().err
     assert vllm_serve_main(["--log-dir", str(tmp_path)]) == 2  # no model anywhere
+
+
+def test_vllm_serve_runs_vllms_own_server_for_trl_server_mode(tmp_path, monkeypatch, keep_signals):
+    """``--server vllm`` replaces ``trl vllm-serve``: vLLM's server with the recipe's budget, image limit and
+    max_model_len, and the NCCL weight transfer TRL's server mode syncs through."""
+    import json
+
+    from r1vision.generation import vllm_launch
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("max_pixels: 401408\nmax_completion_length: 1024\n")
+    seen = {}
+
+    def fake_start(self):
+        seen["cmd"] = self.command(0, self.base_port)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(vllm_launch.ServerGroup, "start", fake_start)
+    monkeypatch.setattr(vllm_launch.ServerGroup, "stop", lambda self, grace=20.0: None)
+    argv = ["--server", "vllm", "--config", str(recipe), "--model", "Qwen/Qwen2.5-VL-7B-Instruct",
+            "--data-parallel-size", "4", "--tensor-parallel-size", "2", "--log-dir", str(tmp_path)]  # fmt: skip
+    with pytest.raises(KeyboardInterrupt):
+        vllm_serve_main(argv)
+    cmd = seen["cmd"]
+    assert cmd[1:5] == ["-m", "vllm.entrypoints.cli.main", "serve", "Qwen/Qwen2.5-VL-7B-Instruct"]
+    assert cmd[cmd.index("--max-model-len") + 1] == str(1024 + 512 + 1024)
+    assert json.loads(cmd[cmd.index("--mm-processor-kwargs") + 1]) == {
+        "size": {"shortest_edge": 3136, "longest_edge": 401408}
+    }
+    assert json.loads(cmd[cmd.index("--limit-mm-per-prompt") + 1]) == {"image": 1, "video": 0}
+    assert cmd[cmd.index("--data-parallel-size") + 1] == "4"
+    assert cmd[cmd.index("--tensor-parallel-size") + 1] == "2"  # TRL's NCCL sync handles TP
+    assert json.loads(cmd[cmd.index("--weight-transfer-config") + 1]) == {"backend": "nccl"}
