@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # GRPO on one machine, 1-8 GPUs of 80 GB or more: DDP training with one vLLM engine colocated in every
-# training process (TRL's colocate mode, sleep mode between rollouts).
+# training process (TRL's colocate mode with r1vision's VLM fixes).
 #
 #   NUM_GPUS=8 bash scripts/grpo/local_ddp.sh --model Qwen/Qwen2.5-VL-7B-Instruct --dataset DATA \
 #       --task sgg --output_dir runs/sgg-7b [--config configs/recipes/X.yaml] [--any_config_field V]
 #
+# Sleep mode is the recipe's choice (vllm_enable_sleep_mode; the sync after a sleep re-pushes every
+# weight, see `--dry-run`), not this script's. Check the run first, without a GPU:
+#   r1vision grpo --config R --model M --generation_backend vllm_colocate --dry-run --gpus N
 # Environment: NUM_GPUS (default: all visible GPUs), VLLM_MEM (vLLM's share of each GPU, default 0.3),
 # USE_VLLM (default true; false generates with HF), ACCELERATE_CONFIG (default multi_gpu.yaml;
 # deepspeed_zero2.yaml shards optimizer states), MASTER_PORT.
-# Check the fit first: r1vision estimate-memory --model M --gpus N --zero 2
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 NUM_GPUS="${NUM_GPUS:-$(nvidia-smi -L 2>/dev/null | wc -l)}"
@@ -21,8 +23,7 @@ if [[ "$NUM_GPUS" -lt 1 || "$NUM_GPUS" -gt 8 ]]; then
 fi
 VLLM_ARGS=()
 if [[ "$USE_VLLM" == "true" ]]; then
-  VLLM_ARGS=(--use_vllm true --vllm_mode colocate --vllm_gpu_memory_utilization "$VLLM_MEM"
-             --vllm_enable_sleep_mode true)
+  VLLM_ARGS=(--generation_backend vllm_colocate --vllm_gpu_memory_utilization "$VLLM_MEM")
 fi
 cd "$ROOT"
 exec accelerate launch --config_file "$ACCELERATE_CONFIG" --num_machines 1 --num_processes "$NUM_GPUS" \
