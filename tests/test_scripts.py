@@ -225,6 +225,38 @@ def test_local_zero3_single_vllm_server(fake_slurm):
     assert _calls(log, "trl") == []
 
 
+def test_gpu_check_runs_every_check(tmp_path):
+    """scripts/gpu_check.sh against stub nvidia-smi / python: a dry run per shipped recipe, a selftest per
+    layout x backend, the benchmark, and a failing check makes the exit code non-zero."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text(
+        '#!/usr/bin/env bash\nif [[ "$1" == -L ]]; then echo "GPU 0: X"; echo "GPU 1: X"; else echo 24576; fi\n'
+    )
+    log = tmp_path / "calls.log"
+    (bin_dir / "py").write_text(
+        '#!/usr/bin/env bash\necho "py ${*@Q}" >> "$STUB_LOG"\n[[ " $* " != *" $FAIL_ON "* ]]\n'
+    )
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", STUB_LOG=str(log), PYTHON="py",
+               OUT=str(tmp_path / "out"), FAIL_ON="no-such-argument")  # fmt: skip
+    script = ROOT / "scripts" / "gpu_check.sh"
+    proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    calls = [shlex.split(line)[1:] for line in log.read_text().splitlines()]
+    selftests = {(_flag(c, "--layout"), _flag(c, "--backend")) for c in calls if "selftest" in c}
+    assert selftests == {(lay, b) for lay in ("single", "ddp", "zero3")
+                         for b in ("hf", "vllm_colocate", "vllm_server")}  # fmt: skip
+    dry = [c for c in calls if "--dry-run" in c]
+    assert len(dry) == len(list((ROOT / "configs" / "recipes").glob("*.yaml")))
+    assert all(_flag(c, "--card-gb") == "24" and _flag(c, "--gpus") == "2" for c in dry)
+    assert any("benchmarks/bench_backends.py" in c for c in calls)
+    env["FAIL_ON"] = "zero3"
+    proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 1 and "FAIL  selftest-zero3-hf" in proc.stdout
+
+
 def test_sft_local_script_trains_on_cpu(tmp_path, tiny_model, color_dir):
     env = dict(os.environ, NUM_GPUS="1", PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     out = tmp_path / "sft"
