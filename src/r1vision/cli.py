@@ -47,7 +47,9 @@ def _train(kind: str, argv: Sequence[str]) -> int:
     out = run_grpo(script, config) if kind == "grpo" else run_sft(script, config)
     if config.process_index == 0:
         print(f"saved to {out}")
-    return 0
+    from r1vision.trainer.distributed import finish_process  # a launched worker exits here (no abort)
+
+    return finish_process(0)
 
 
 def _tasks(argv: Sequence[str]) -> int:
