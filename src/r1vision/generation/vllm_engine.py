@@ -205,6 +205,9 @@ def _repack_cpu_gemms(modules: Sequence[torch.nn.Module]) -> None:
                     dispatch_cpu_unquantized_gemm(module, remove_weight=False)
 
 
+INFER_COMPLETION_TOKENS = 4096  # room for new tokens when the caller gives no max_model_len
+
+
 class VLLMGenerator:
     """An in-process vLLM engine for image prompts, built with the trainer's processor and pixel budget."""
 
@@ -228,6 +231,13 @@ class VLLMGenerator:
         self.processor = processor
         self.budget = budget
         self.image_token_id = int(processor.image_token_id)
+        if max_model_len is None:  # vLLM's default is the model's whole context (262,144 for Qwen3-VL)
+            from r1vision.generation.vllm_plan import DEFAULT_PROMPT_TEXT_TOKENS, required_model_len
+
+            max_model_len = required_model_len(
+                budget, max_images, INFER_COMPLETION_TOKENS, DEFAULT_PROMPT_TEXT_TOKENS
+            )
+        self.max_model_len = int(max_model_len)
         self.llm = LLM(
             **engine_kwargs(model_path, budget, max_images, max_model_len=max_model_len, **overrides)
         )
@@ -255,6 +265,12 @@ class VLLMGenerator:
             logit_bias={self.image_token_id: -100.0},
         )
         expanded = [self.prompt_ids(row, list(imgs)) for row, imgs in zip(rows, images, strict=True)]
+        for i, ids in enumerate(expanded):
+            if len(ids) + options.max_new_tokens > self.max_model_len:
+                raise ValueError(
+                    f"row {i}: {len(ids)} prompt tokens + {options.max_new_tokens} new tokens exceed the "
+                    f"engine's max_model_len {self.max_model_len}; pass a larger max_model_len"
+                )
         requests = []
         for ids, imgs in zip(expanded, images, strict=True):
             request: dict[str, Any] = {"prompt_token_ids": collapse_image_runs(ids, self.image_token_id)}
