@@ -223,6 +223,11 @@ def plan(kind: str, argv: Sequence[str]) -> DryRun:
             + (f" plus vLLM's {share / GIB:.1f} GiB share" if share else "")
             + f", more than a {card_gb:g} GB card: lower per_device_train_batch_size, use LoRA, ZeRO-3 "
             "(--zero 3 / a DeepSpeed config), offload, or more GPUs (see r1vision estimate-memory)"
+            + (
+                f"; no max_pixels is set, so every image is costed at {per_image} tokens"
+                if config.max_pixels is None
+                else ""
+            )
         )
     return out
 
@@ -295,6 +300,8 @@ def _engine(
         f"{sends['total_elements'] / 1e9:.2f}B elements per sync"
         + (" (every parameter: the engine slept)" if sends is full else " (the parameters that can change)"),
     )
+    if sends is not full:
+        out.lines.append(f"{'':<22}not sent: {_skipped(model)} (the engine keeps its checkpoint's values)")
     out.facts.update(max_model_len=max_len, sleep_level=sleep.level, sync_tensors=sends["tensors"])
     # TRL's max_num_seqs: one generation round of a process (per_device_train_batch_size x steps_per_generation)
     seqs = config.per_device_train_batch_size * int(getattr(config, "steps_per_generation", None) or 1)
@@ -315,6 +322,24 @@ def _engine(
             f"{max_len}) but gets vllm_gpu_memory_utilization {util} x {card_gb:g} GB = "
             f"{util * card_gb:.1f} GB: raise the share, shorten the run, or use vLLM servers"
         )
+
+
+def _skipped(model: Any) -> str:
+    """The frozen parameters a partial sync leaves out, grouped (vision tower, embeddings, norms, ...)."""
+    from r1vision.generation.vllm_trl import changing_modules, module_of
+
+    changing = changing_modules(model)
+    groups: dict[str, int] = {}
+    for name, _ in model.named_parameters():
+        if ".lora_" in name:
+            continue
+        clean = name.removeprefix("base_model.model.").replace(".base_layer", "")
+        if module_of(clean) in changing:
+            continue
+        leaf = module_of(clean).rsplit(".", 1)[-1]
+        group = "vision tower" if "visual" in clean else ("norms" if "norm" in leaf else leaf)
+        groups[group] = groups.get(group, 0) + 1
+    return ", ".join(f"{k} ({v})" for k, v in sorted(groups.items())) or "nothing"
 
 
 def main(kind: str, argv: Sequence[str]) -> int:
