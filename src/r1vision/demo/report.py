@@ -165,7 +165,7 @@ def write_tables(out: Path, results: Sequence[dict[str, Any]], cfg: DemoConfig) 
             else "never drawn"
         )
         + f"; GRPO prompts ({cfg.rl_objects[0]}-{cfg.rl_objects[1]} objects) show every pair; the "
-        "compute-matched arm continues SFT (same data, linear decay) for GRPO's wall time. Greedy decoding "
+        "compute-matched arm continues SFT (same data, linear decay) for GRPO's process CPU time. Greedy decoding "
         "on held-out scenes; percentages" + (", mean ± std over seeds." if len(results) > 1 else ".")
     )
     md.append(
