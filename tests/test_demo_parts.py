@@ -11,8 +11,8 @@ from r1vision.demo.report import is_flat, verdict_lines
 
 
 def test_compact_prompt_rows(tmp_path):
-    from r1vision.synthetic.sgg import synth_sgg
     from r1vision.tasks.sgg.prompts import compact_prompt
+    from r1vision.tasks.sgg.synth import synth_sgg
     from r1vision.tasks.sgg.task import SGGTask
 
     synth_sgg(tmp_path, 2, seed=0, split="train", preset="demo")
@@ -59,7 +59,7 @@ def test_compact_tokenizer_round_trips_and_is_shorter(tmp_path):
 def test_compositional_split_keeps_held_out_pairs_out_and_in(tmp_path):
     import pyarrow.parquet as pq
 
-    from r1vision.synthetic.sgg import make_config, synth_sgg
+    from r1vision.tasks.sgg.synth import make_config, synth_sgg
 
     held = ("red triangle", "green circle", "blue square")
     synth_sgg(

@@ -51,7 +51,7 @@ def make_data(cfg: DemoConfig, root: Path, seed: int) -> Path:
     ``train``/``test`` draw the ``cfg.held_out`` pairs at ``cfg.held_out_sft_rate`` x their natural rate
     (0: never), ``rl`` draws every pair, and each ``test_ood`` scene has at least one held-out pair.
     """
-    from r1vision.synthetic.sgg import synth_sgg
+    from r1vision.tasks.sgg.synth import synth_sgg
 
     sft_range = (1, cfg.sft_max_objects)
     held = {"exclude_names": cfg.held_out, "exclude_rate": 1.0 - cfg.held_out_sft_rate}
