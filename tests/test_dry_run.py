@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from r1vision.cli import main as cli_main
-from r1vision.trainer.dry_run import plan
+from r1vision.dry_run import plan
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = ROOT / "configs" / "recipes"

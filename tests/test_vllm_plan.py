@@ -3,12 +3,16 @@ reaching the per-rank servers, and the refusals (no vLLM needed)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from r1vision.generation.vllm_launch import vllm_serve_main
 from r1vision.generation.vllm_per_rank import check_server_info
 from r1vision.generation.vllm_plan import max_image_tokens, required_model_len, resolve_max_model_len
 from r1vision.vision.budget import PixelBudget
+
+REALCFG = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "realcfg" / "files"
 
 
 def test_max_model_len_from_the_run_lengths():
@@ -122,13 +126,17 @@ def test_vllm_serve_runs_vllms_own_server_for_trl_server_mode(tmp_path, monkeypa
 
     monkeypatch.setattr(vllm_launch.ServerGroup, "start", fake_start)
     monkeypatch.setattr(vllm_launch.ServerGroup, "stop", lambda self, grace=20.0: None)
-    argv = ["--server", "vllm", "--config", str(recipe), "--model", "Qwen/Qwen2.5-VL-7B-Instruct",
+    model = REALCFG / "qwen2_5_vl"  # the Hub's config and preprocessor files (no weights)
+    if not model.is_dir():
+        pytest.fail(f"{model} is missing: the real Hub config files live at ../shared/data/realcfg")
+    argv = ["--server", "vllm", "--config", str(recipe), "--model", str(model),
             "--data-parallel-size", "4", "--tensor-parallel-size", "2", "--log-dir", str(tmp_path)]  # fmt: skip
     with pytest.raises(KeyboardInterrupt):
         vllm_serve_main(argv)
     cmd = seen["cmd"]
-    assert cmd[1:5] == ["-m", "vllm.entrypoints.cli.main", "serve", "Qwen/Qwen2.5-VL-7B-Instruct"]
+    assert cmd[1:5] == ["-m", "vllm.entrypoints.cli.main", "serve", str(model)]
     assert cmd[cmd.index("--max-model-len") + 1] == str(1024 + 512 + 1024)
+    # max_pixels from the recipe, min_pixels from the model's own preprocessor_config.json (3136)
     assert json.loads(cmd[cmd.index("--mm-processor-kwargs") + 1]) == {
         "size": {"shortest_edge": 3136, "longest_edge": 401408}
     }

@@ -32,13 +32,13 @@ checks and demos:
 
 
 def _train(kind: str, argv: Sequence[str]) -> int:
-    if "--dry-run" in argv:  # resolve and check everything, touch no GPU (r1vision.trainer.dry_run)
-        from r1vision.trainer.dry_run import main as dry_run
+    if "--dry-run" in argv:  # resolve and check everything, touch no GPU (r1vision.dry_run)
+        from r1vision.dry_run import main as dry_run
 
         return dry_run(kind, argv)
     from trl import TrlParser
 
-    from r1vision.recipes import ScriptArguments, run_grpo, run_sft
+    from r1vision.recipes.train import ScriptArguments, run_grpo, run_sft
     from r1vision.trainer.config import VisionGRPOConfig, VisionSFTConfig
 
     config_cls = VisionGRPOConfig if kind == "grpo" else VisionSFTConfig
@@ -123,7 +123,7 @@ def _make_tiny(argv: Sequence[str]) -> int:
 
 def _infer(argv: Sequence[str]) -> int:
     from r1vision.generation.hf import SamplingOptions
-    from r1vision.generation.infer import run_inference
+    from r1vision.recipes.infer import run_inference
     from r1vision.tasks import get_task
 
     p = argparse.ArgumentParser(prog="r1vision infer", description="Batched, resumable generation.")
@@ -165,8 +165,8 @@ def _infer(argv: Sequence[str]) -> int:
 
 
 def _eval(argv: Sequence[str]) -> int:
+    from r1vision.recipes.evaluate import evaluate_files
     from r1vision.tasks import get_task
-    from r1vision.tasks.base import evaluate_files
 
     p = argparse.ArgumentParser(prog="r1vision eval", description="Score predictions against ground truth.")
     p.add_argument("task")

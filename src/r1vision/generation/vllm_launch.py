@@ -301,18 +301,13 @@ def vllm_server_args(a: Any) -> list[str]:
     """vLLM ``serve`` flags with the run's pixel budget, image limit and ``max_model_len``."""
     import json
 
-    from r1vision.estimate import load_model_config
     from r1vision.generation.vllm_engine import budget_processor_kwargs
     from r1vision.generation.vllm_plan import resolve_max_model_len
-    from r1vision.trainer.dry_run import processor_budget
-    from r1vision.trainer.modeling import model_family
-    from r1vision.vision.budget import PixelBudget
+    from r1vision.vision.budget import resolve_budget
+    from r1vision.vision.family import model_family_of
 
-    family = model_family(load_model_config(a.model))
-    lo, hi, _ = processor_budget(a.model, family)
-    lo = a.min_pixels if a.min_pixels is not None else lo
-    hi = a.max_pixels if a.max_pixels is not None else hi
-    budget = PixelBudget.for_family(family, lo, hi)
+    # The trainer's rule: explicit values win, the rest from the model's processor (or the family default).
+    budget = resolve_budget(model_family_of(a.model), a.min_pixels, a.max_pixels, a.model)
     max_len = resolve_max_model_len(
         a.max_model_len, budget, a.max_images_per_prompt, a.max_completion_length, a.max_prompt_text_tokens
     )

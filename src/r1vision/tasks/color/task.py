@@ -19,7 +19,7 @@ class ColorTask(Task):
     description = "name the colour of the shape (built-in smoke-test task)"
 
     def synth(self, out_dir: str | Path, n: int, seed: int = 0, split: str = "train", **kwargs: Any) -> Path:
-        from r1vision.synthetic.color import synth_color
+        from r1vision.tasks.color.synth import synth_color
 
         return synth_color(out_dir, n, seed=seed, split=split, **kwargs)
 

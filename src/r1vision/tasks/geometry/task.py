@@ -32,7 +32,7 @@ class GeometryTask(Task):
     description = "visual geometry maths (geometry3k, mm_math; MAYE's schema and evaluation scheme)"
 
     def synth(self, out_dir: str | Path, n: int, seed: int = 0, split: str = "train", **kwargs: Any) -> Path:
-        from r1vision.synthetic.geometry import synth_geometry
+        from r1vision.tasks.geometry.synth import synth_geometry
 
         return synth_geometry(out_dir, n, seed=seed, split=split)
 

@@ -42,8 +42,8 @@ class SGGTask(Task):
         return load_vocabulary(str(local)) if local else load_vocabulary(self.default_vocab)
 
     def synth(self, out_dir: str | Path, n: int, seed: int = 0, split: str = "train", **kwargs: Any) -> Path:
-        """Synthetic shapes scenes (see :mod:`r1vision.synthetic.sgg`; ``preset="demo"`` for 84x84 grids)."""
-        from r1vision.synthetic.sgg import synth_sgg
+        """Synthetic shapes scenes (see :mod:`r1vision.tasks.sgg.synth`; ``preset="demo"`` for 84x84 grids)."""
+        from r1vision.tasks.sgg.synth import synth_sgg
 
         return synth_sgg(out_dir, n, seed=seed, split=split, **kwargs)
 

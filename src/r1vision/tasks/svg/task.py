@@ -22,7 +22,7 @@ class SVGTask(Task):
     description = "Convert a figure image into SVG code (VFig); rendered in a sandbox and compared visually."
 
     def synth(self, out_dir: str | Path, n: int, seed: int = 0, split: str = "train", **kwargs: Any) -> Path:
-        from r1vision.synthetic.svg import synth_svg
+        from r1vision.tasks.svg.synth import synth_svg
 
         return synth_svg(out_dir, n, seed=seed, split=split, **kwargs)
 

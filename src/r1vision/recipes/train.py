@@ -1,4 +1,4 @@
-"""The SFT and GRPO entry points behind ``r1vision sft`` / ``r1vision grpo``: task data → trainer → output."""
+"""The SFT and GRPO runners behind ``r1vision sft`` / ``r1vision grpo``: task data → trainer → output."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from typing import Any
 
 from r1vision.tasks import get_task
 from r1vision.trainer.distributed import record_layout, teardown
+from r1vision.vision.budget import resolve_budget
+from r1vision.vision.family import model_family_of
 
 logger = logging.getLogger(__name__)
 
@@ -67,13 +69,14 @@ def _task_options(script: ScriptArguments) -> dict[str, Any]:
 
 
 def _datasets(script: ScriptArguments, config: Any):
-    from transformers import AutoConfig
-
-    from r1vision.trainer.modeling import model_family
-
     task = get_task(script.task)
-    family = model_family(AutoConfig.from_pretrained(script.model))
-    opts = dict(model_family=family, min_pixels=config.min_pixels, max_pixels=config.max_pixels)
+    family = model_family_of(script.model)
+    # The trainer resolves the same budget from the same inputs (vision.budget.resolve_budget), so SFT
+    # targets and reward frames are written in the frame the model sees.
+    budget = resolve_budget(family, config.min_pixels, config.max_pixels, processor=script.model)
+    # Hand the resolved values to the trainer too: one resolution, not two that could disagree.
+    config.min_pixels, config.max_pixels = budget.min_pixels, budget.max_pixels
+    opts = dict(model_family=family, min_pixels=budget.min_pixels, max_pixels=budget.max_pixels)
     opts.update(_task_options(script))
     train = task.load(script.dataset, split=script.dataset_split, **opts)
     if script.max_train_rows is not None:

@@ -22,12 +22,12 @@ from typing import Any
 
 from r1vision.vision.budget import PixelBudget
 
-# The image budgets the Hub processors ship with (preprocessor_config.json), used when the model is not
-# a local folder: Qwen2/2.5-VL min_pixels/max_pixels, Qwen3-VL size.shortest_edge/longest_edge.
+# The image budgets the Hub processors ship with (preprocessor_config.json), used when the model is a Hub
+# id whose files are not at hand: Qwen2/2.5-VL min_pixels/max_pixels, Qwen3-VL size.shortest/longest_edge.
 SHIPPED_PROCESSOR_BUDGET = {
-    "qwen2_vl": (3136, 12845056),
-    "qwen2_5_vl": (3136, 12845056),
-    "qwen3_vl": (65536, 16777216),
+    "qwen2_vl": {"min_pixels": 3136, "max_pixels": 12845056},
+    "qwen2_5_vl": {"min_pixels": 3136, "max_pixels": 12845056},
+    "qwen3_vl": {"size": {"shortest_edge": 65536, "longest_edge": 16777216}},
 }
 GIB = 1024**3
 SERVER_SHARE = 0.9  # r1vision vllm-serve's default --gpu-memory-utilization
@@ -71,25 +71,20 @@ def _truthy(value: Any) -> bool:
     return str(value).lower() in ("1", "true", "yes")
 
 
-def processor_budget(model: str, family: str) -> tuple[int, int, str]:
-    """(min_pixels, max_pixels, source) the model's processor uses without a budget in the recipe."""
-    cfg = Path(model) / "preprocessor_config.json"
-    if cfg.is_file():
-        data = json.loads(cfg.read_text())
-        size = data.get("size") or {}
-        lo = size.get("shortest_edge", data.get("min_pixels"))
-        hi = size.get("longest_edge", data.get("max_pixels"))
-        if lo and hi:
-            return int(lo), int(hi), f"{cfg}"
-    lo, hi = SHIPPED_PROCESSOR_BUDGET[family]
-    return lo, hi, f"{family} processor as shipped on the Hub"
+def budget_source(model: str, family: str) -> tuple[Any, str]:
+    """What the budget resolver should read for the processor's own budget, and a label for it."""
+    from r1vision.vision.budget import processor_pixels
+
+    if None not in processor_pixels(model):  # a local folder, or a Hub id in the cache
+        return model, f"{model}'s preprocessor_config.json"
+    return SHIPPED_PROCESSOR_BUDGET[family], f"{family} processor as shipped on the Hub"
 
 
 def parse_run(kind: str, argv: list[str]) -> tuple[Any, Any]:
     """Parse the command line and recipe exactly as the run would (TRL's parser and our configs)."""
     from trl import TrlParser
 
-    from r1vision.recipes import ScriptArguments
+    from r1vision.recipes.train import ScriptArguments
     from r1vision.trainer.config import VisionGRPOConfig, VisionSFTConfig
 
     config_cls = VisionGRPOConfig if kind == "grpo" else VisionSFTConfig
@@ -137,7 +132,8 @@ def plan(kind: str, argv: Sequence[str]) -> DryRun:
 
     from r1vision.estimate import TrainSetup, estimate, load_model_config, shape_of
     from r1vision.generation import vllm_plan
-    from r1vision.trainer.modeling import model_family
+    from r1vision.vision.budget import resolve_budget
+    from r1vision.vision.family import model_family
 
     argv = [a for a in argv if a != "--dry-run"]
     gpus = _pop_flag(argv, "--gpus", int, 8)
@@ -157,15 +153,11 @@ def plan(kind: str, argv: Sequence[str]) -> DryRun:
     out.add("run", f"r1vision {kind}, task {script.task}, dataset {script.dataset}")
     out.add("model", f"{script.model} (family {family}, max context {_context(model_config)} tokens)")
 
-    lo, hi, source = processor_budget(script.model, family)
+    processor, source = budget_source(script.model, family)
     if config.min_pixels is not None or config.max_pixels is not None:
         source = "the recipe / command line" + (f" (rest from {source})" if None in (
             config.min_pixels, config.max_pixels) else "")  # fmt: skip
-    budget = PixelBudget.for_family(
-        family,
-        config.min_pixels if config.min_pixels is not None else lo,
-        config.max_pixels if config.max_pixels is not None else hi,
-    )
+    budget = resolve_budget(family, config.min_pixels, config.max_pixels, processor)  # the run's own rule
     per_image = vllm_plan.max_image_tokens(budget)
     max_images = int(getattr(config, "max_images_per_prompt", 1))
     out.add(
