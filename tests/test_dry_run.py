@@ -97,6 +97,11 @@ def test_refuses_a_max_model_len_shorter_than_a_rollout():
     assert "shorter than a rollout" in problems
 
 
+def test_refuses_rollouts_longer_than_the_models_context():
+    problems = _refused([*BASE, "--generation_backend", "vllm_colocate", "--max_completion_length", "40000"])
+    assert "more than the model's context of 32768" in problems  # Qwen2-VL-2B
+
+
 def test_refuses_a_colocated_engine_that_does_not_fit_its_share():
     # The model's whole context (what vLLM takes without max_model_len): 262,144 tokens of KV cache
     problems = _refused(["--model", "Qwen/Qwen3-VL-4B-Instruct", "--task", "svg", "--max_pixels", "200704",

@@ -24,6 +24,8 @@ def test_max_model_len_from_the_run_lengths():
     assert max_image_tokens(qwen3) == 200704 // (32 * 32)
     assert resolve_max_model_len(None, qwen3, 1, 4096, None) == 1024 + 196 + 4096  # default text allowance
     assert resolve_max_model_len(9000, qwen3, 1, 4096, None) == 9000  # the user's value wins
+    # never past the model's context (vLLM refuses it); an overlong prompt is refused at rollout time
+    assert resolve_max_model_len(None, qwen3, 1, 4096, None, context=4096) == 4096
 
 
 def _config(**kw):

@@ -270,7 +270,15 @@ def _engine(
         "max_model_len",
         f"{max_len} ({how}: {text_tokens} + {max_images} x {vllm_plan.max_image_tokens(budget)} + {completion})",
     )
-    if max_len < need:
+    context = vllm_plan.model_context(model.config) or need
+    if need > context and not config.vllm_max_model_length:
+        out.problems.append(
+            f"a rollout can be {need} tokens ({text_tokens} prompt text + {max_images} image(s) at the budget + "
+            f"{completion} completion), more than the model's context of {context}: lower max_pixels, "
+            "max_prompt_text_tokens or max_completion_length"
+        )
+        max_len = context
+    if max_len < need and config.vllm_max_model_length:
         out.problems.append(
             f"vllm_max_model_length={max_len} is shorter than a rollout can be ({need} tokens: "
             f"{text_tokens} prompt text + {max_images} image(s) at the budget + {completion} completion)"

@@ -232,10 +232,13 @@ class VLLMGenerator:
         self.budget = budget
         self.image_token_id = int(processor.image_token_id)
         if max_model_len is None:  # vLLM's default is the model's whole context (262,144 for Qwen3-VL)
-            from r1vision.generation.vllm_plan import DEFAULT_PROMPT_TEXT_TOKENS, required_model_len
+            from transformers import AutoConfig
 
-            max_model_len = required_model_len(
-                budget, max_images, INFER_COMPLETION_TOKENS, DEFAULT_PROMPT_TEXT_TOKENS
+            from r1vision.generation.vllm_plan import model_context, resolve_max_model_len
+
+            context = model_context(AutoConfig.from_pretrained(model_path))
+            max_model_len = resolve_max_model_len(
+                None, budget, max_images, INFER_COMPLETION_TOKENS, None, context
             )
         self.max_model_len = int(max_model_len)
         self.llm = LLM(

@@ -30,8 +30,7 @@ class PerRankVLLMGeneration(VisionVLLMBase):
                 "vllm_server_per_rank uses vllm_server_host and vllm_server_port + local rank; "
                 "unset vllm_server_base_url"
             )
-        if self.max_model_len is not None and not self.max_model_length:
-            self.max_model_length = int(self.max_model_len)
+        self._set_max_model_length()
         host = "127.0.0.1" if self.server_host in ("0.0.0.0", "") else self.server_host
         port = int(self.server_port) + self.accelerator.local_process_index
         self.vllm_client = VLLMServerClient(f"http://{host}:{port}")

@@ -41,12 +41,23 @@ def resolve_max_model_len(
     max_images: int,
     max_completion_length: int,
     prompt_text_tokens: int | None,
+    context: int | None = None,
 ) -> int:
-    """``vllm_max_model_length`` when set, else :func:`required_model_len` of the run's own lengths."""
+    """``vllm_max_model_length`` when set, else :func:`required_model_len` of the run's own lengths, at
+    most the model's ``context`` (vLLM refuses a longer one; a prompt that does not fit is refused at
+    rollout time with its index)."""
     if user_value:
         return int(user_value)
     text = DEFAULT_PROMPT_TEXT_TOKENS if prompt_text_tokens is None else prompt_text_tokens
-    return required_model_len(budget, max_images, max_completion_length, text)
+    need = required_model_len(budget, max_images, max_completion_length, text)
+    return min(need, int(context)) if context else need
+
+
+def model_context(config: Any) -> int | None:
+    """The model's context length (``max_position_embeddings`` of its text config), if it has one."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    value = getattr(text, "max_position_embeddings", None)
+    return int(value) if value else None
 
 
 @dataclass(frozen=True)

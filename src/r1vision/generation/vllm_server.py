@@ -90,7 +90,8 @@ class ServerEngine:
         vllm_compat.apply()
         self.options = options
         # Read the model before importing vLLM, so a wrong path fails in seconds.
-        family = model_family(AutoConfig.from_pretrained(options.model))
+        model_config = AutoConfig.from_pretrained(options.model)
+        family = model_family(model_config)
         processor = AutoProcessor.from_pretrained(options.model)
         self.budget = resolve_budget(family, options.min_pixels, options.max_pixels, processor)
         if options.tensor_parallel_size > 1:
@@ -99,7 +100,7 @@ class ServerEngine:
         if max_model_len is None and options.max_completion_length is not None:
             # The run's own lengths: vLLM's default is the model's whole context (its KV cache alone can
             # exceed a 24 GB card).
-            from r1vision.generation.vllm_plan import resolve_max_model_len
+            from r1vision.generation.vllm_plan import model_context, resolve_max_model_len
 
             max_model_len = resolve_max_model_len(
                 None,
@@ -107,6 +108,7 @@ class ServerEngine:
                 options.max_images_per_prompt,
                 options.max_completion_length,
                 options.max_prompt_text_tokens,
+                context=model_context(model_config),
             )
         from vllm import LLM
 

@@ -38,10 +38,19 @@ class VisionVLLMBase(VLLMGeneration):
     max_model_len: int | None = None  # resolved by the trainer (vllm_plan.resolve_max_model_len)
 
     def _init_vllm(self) -> None:
-        if self.max_model_len is not None and not self.max_model_length:
-            self.max_model_length = int(self.max_model_len)
+        self._set_max_model_length()
         super()._init_vllm()
         self._translate_generation_kwargs()
+
+    def _set_max_model_length(self) -> None:
+        """The run's ``max_model_len`` (unless TRL's ``vllm_max_model_length`` was given), at most the
+        model's context."""
+        if self.max_model_len is None or self.max_model_length:
+            return
+        from r1vision.generation.vllm_plan import model_context
+
+        context = model_context(self.model.config)
+        self.max_model_length = min(int(self.max_model_len), context) if context else int(self.max_model_len)
 
     def _translate_generation_kwargs(self) -> None:
         kwargs = dict(self.generation_kwargs)
