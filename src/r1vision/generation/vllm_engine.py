@@ -268,11 +268,12 @@ class VLLMGenerator:
             logit_bias={self.image_token_id: -100.0},
         )
         expanded = [self.prompt_ids(row, list(imgs)) for row, imgs in zip(rows, images, strict=True)]
+        limit = self.llm.llm_engine.model_config.max_model_len  # the engine's own (also when reused)
         for i, ids in enumerate(expanded):
-            if len(ids) + options.max_new_tokens > self.max_model_len:
+            if len(ids) + options.max_new_tokens > limit:
                 raise ValueError(
                     f"row {i}: {len(ids)} prompt tokens + {options.max_new_tokens} new tokens exceed the "
-                    f"engine's max_model_len {self.max_model_len}; pass a larger max_model_len"
+                    f"engine's max_model_len {limit}; pass a larger max_model_len"
                 )
         requests = []
         for ids, imgs in zip(expanded, images, strict=True):
