@@ -16,7 +16,7 @@ RECIPES = ROOT / "configs" / "recipes"
 # recipe -> (command, model when the recipe names none, dry-run flags for the layout it is meant for)
 SHIPPED = {
     "color_smoke.yaml": ("grpo", "qwen2-vl-2b", []),
-    "geometry_grpo.yaml": ("grpo", "Qwen/Qwen2.5-VL-7B-Instruct", ["--zero", "3", "--max_pixels", "401408"]),
+    "geometry_grpo.yaml": ("grpo", "Qwen/Qwen2.5-VL-7B-Instruct", ["--zero", "3"]),
     "sgg_grpo.yaml": ("grpo", "Qwen/Qwen2-VL-2B-Instruct", ["--zero", "3"]),
     "sgg_sft.yaml": ("sft", "Qwen/Qwen2-VL-2B-Instruct", ["--zero", "2"]),
     "svg_grpo.yaml": ("grpo", "Qwen/Qwen3-VL-4B-Instruct", ["--zero", "3"]),
