@@ -24,6 +24,7 @@ class ColorTask(Task):
         return synth_color(out_dir, n, seed=seed, split=split, **kwargs)
 
     def load(self, source: str | Path, split: str = "train", **kwargs: Any):
+        self.check_options(kwargs)
         dataset = load_rows(source, split, required=("image", "question", "answer"))
         return dataset.map(self._to_trainer_row, desc="color: building prompts")
 
@@ -48,6 +49,7 @@ class ColorTask(Task):
         return f"<answer>{row['answer']}</answer>"
 
     def rewards(self, **kwargs: Any) -> list[RewardSpec]:
+        self.check_options(kwargs)
         return [
             RewardSpec("accuracy", color_accuracy, weight=1.0),
             RewardSpec("format", color_format, weight=0.5),
