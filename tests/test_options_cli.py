@@ -70,6 +70,7 @@ def test_reward_funcs_take_task_names_registered_names_and_dotted_paths(tmp_path
         "def brevity(prompts, completions, **kw):\n    return [1.0 / (1 + len(str(c))) for c in completions]\n"
     )
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
     monkeypatch.delitem(sys.modules, "my_rewards_mod", raising=False)
     register_reward("always_one", lambda prompts, completions, **kw: [1.0] * len(completions))
     task = get_task("color")

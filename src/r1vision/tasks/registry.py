@@ -19,9 +19,16 @@ def register_task(name: str, target: type[Task] | str) -> None:
 
 
 def task_class(name: str) -> type[Task]:
-    """The class registered under ``name`` (imported now if registered by path); the error lists the names."""
+    """The class registered under ``name`` (imported now if registered by path), or ``"module:Class"`` for
+    a task defined outside r1vision (imported from the working directory or the Python path, as
+    ``--reward_funcs`` does); the error lists the known names."""
+    if name not in _REGISTRY and ":" in name:
+        _on_path_cwd()
+        register_task(name, name)
     if name not in _REGISTRY:
-        raise KeyError(f"unknown task {name!r}; known tasks: {', '.join(sorted(_REGISTRY))}")
+        raise KeyError(
+            f"unknown task {name!r}; known tasks: {', '.join(sorted(_REGISTRY))} (or module:Class)"
+        )
     target = _REGISTRY[name]
     if isinstance(target, str):
         module, _, cls_name = target.partition(":")
@@ -83,8 +90,7 @@ def resolve_rewards(task: Task, names: Sequence[str] | None, specs: Sequence[Rew
 
 def _import_reward(path: str) -> RewardSpec:
     module_name, _, attr = path.rpartition(".")
-    if os.getcwd() not in sys.path:  # as TRL's scripts do: a module beside the command is found
-        sys.path.insert(0, os.getcwd())
+    _on_path_cwd()
     try:
         func = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
@@ -93,3 +99,9 @@ def _import_reward(path: str) -> RewardSpec:
         raise KeyError(f"reward {path!r} is not callable")
     # The range of an outside function is not known: nothing is assumed about it.
     return RewardSpec(attr, func, 1.0, float("-inf"), float("inf"))
+
+
+def _on_path_cwd() -> None:
+    """Put the working directory on ``sys.path``, as TRL's scripts do: a module beside the command is found."""
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
