@@ -91,6 +91,16 @@ def _json_options(p: argparse.ArgumentParser, raw: str | None, what: str) -> dic
     return value
 
 
+def _task_and_options(p: argparse.ArgumentParser, a: argparse.Namespace):
+    """The task and the user's ``--task_options``, checked against its ``Options`` before any model loads."""
+    from r1vision.tasks import get_task
+
+    task = get_task(a.task)
+    opts = _json_options(p, a.task_options, "--task_options")
+    task.parse_options(opts)
+    return task, opts
+
+
 def _train_argv(argv: Sequence[str]) -> list[str]:
     """sft/grpo: map the other commands' spellings onto the TrlParser field names."""
     out = []
@@ -197,7 +207,6 @@ def _make_tiny(argv: Sequence[str]) -> int:
 def _infer(argv: Sequence[str]) -> int:
     from r1vision.generation.hf import SamplingOptions
     from r1vision.recipes.infer import run_inference
-    from r1vision.tasks import get_task
 
     p = argparse.ArgumentParser(prog="r1vision infer", description="Batched, resumable generation.")
     _add_task(p)
@@ -219,9 +228,7 @@ def _infer(argv: Sequence[str]) -> int:
     _add(p, "--backend", choices=["hf", "vllm"], default="hf",
          help="generation backend; 'vllm' needs vLLM (on CPU: scripts/install_vllm_cpu.sh)")  # fmt: skip
     a = _parse(p, argv)
-    task = get_task(a.task)
-    task_opts = _json_options(p, a.task_options, "--task_options")
-    task.parse_options(task_opts)  # an unknown or mistyped option fails before the model loads
+    task, task_opts = _task_and_options(p, a)
     options = SamplingOptions(a.max_new_tokens, a.temperature, a.top_p, a.num_samples, a.seed)
     out = run_inference(
         task,
@@ -244,7 +251,6 @@ def _infer(argv: Sequence[str]) -> int:
 
 def _eval(argv: Sequence[str]) -> int:
     from r1vision.recipes.evaluate import evaluate_files
-    from r1vision.tasks import get_task
 
     p = argparse.ArgumentParser(prog="r1vision eval", description="Score predictions against ground truth.")
     _add_task(p)
@@ -260,9 +266,7 @@ def _eval(argv: Sequence[str]) -> int:
     _add(p, "--contact_sheet", default=None, help="svg: PNG of ground truth vs prediction with scores")
     _add(p, "--task_options", default=None, help="JSON object of the task's options")
     a = _parse(p, argv)
-    task = get_task(a.task)
-    opts = _json_options(p, a.task_options, "--task_options")
-    task.parse_options(opts)
+    task, opts = _task_and_options(p, a)
     for key in ("compat", "model_family", "min_pixels", "max_pixels", "contact_sheet"):
         if getattr(a, key) is not None:
             opts[key] = getattr(a, key)
