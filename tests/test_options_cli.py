@@ -157,3 +157,19 @@ def test_infer_eval_viz_share_names(tmp_path, monkeypatch, color_dir, capsys) ->
     with pytest.raises(SystemExit):
         main(["eval", "color", "--task", "sgg", "--dataset", "D", "--pred", "P"])  # two different tasks
     assert "two tasks given" in capsys.readouterr().err
+
+
+def test_dash_style_commands_take_underscores_too(capsys) -> None:
+    from r1vision.cli import _kebab_argv
+    from r1vision.estimate import builtin_shapes
+
+    shape = builtin_shapes()[0]
+    outputs = []
+    for flag in ("--max-pixels", "--max_pixels"):
+        assert main(["estimate-memory", "--model", shape, "--gpus", "2", flag, "200704", "--json"]) == 0
+        outputs.append(json.loads(capsys.readouterr().out))
+    assert outputs[0] == outputs[1]
+    assert _kebab_argv(["--num_servers", "2", "--", "accelerate", "--num_processes", "2"]) == [
+        "--num-servers", "2", "--", "accelerate", "--num_processes", "2"
+    ]  # fmt: skip
+    assert _kebab_argv(["--output_dir=x", "--quick"], {"--output-dir": "--out"}) == ["--out=x", "--quick"]
