@@ -56,6 +56,15 @@ def test_valid_options_parse_into_the_dataclass() -> None:
         get_task("sgg").parse_options({"model_family": "qwen2_vl"})
 
 
+def test_unknown_task_is_a_message_not_a_traceback(capsys, tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    assert main(["tasks", "--options", "nope"]) == 2
+    assert "unknown task 'nope'; known tasks: color, geometry" in capsys.readouterr().err
+    assert main(["tasks", "--options", "no_such_module:Task"]) == 2
+    assert "cannot import task 'no_such_module:Task'" in capsys.readouterr().err
+
+
 def test_tasks_lists_options_with_defaults(capsys) -> None:
     assert main(["tasks", "--options", "geometry"]) == 0
     out = capsys.readouterr().out

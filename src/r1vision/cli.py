@@ -391,10 +391,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     from r1vision.tasks.loading import DatasetLoadError
     from r1vision.tasks.options import TaskOptionError
+    from r1vision.tasks.registry import UnknownNameError
 
     try:
         return COMMANDS[command](rest) or 0
-    except (TaskOptionError, DatasetLoadError) as exc:  # bad input: the message says what, no traceback
+    except (
+        TaskOptionError,
+        DatasetLoadError,
+        UnknownNameError,
+    ) as exc:  # bad input: the message says what, no traceback
         print(f"r1vision {command}: error: {exc}", file=sys.stderr)
         return 2
 
