@@ -10,22 +10,36 @@ from r1vision.tasks import get_task
 from r1vision.trainer.advantages import compute_advantages
 from r1vision.trainer.grpo import VisionGRPOTrainer
 
+_TOKEN_COUNTS: list[int] = []
 
-@pytest.mark.parametrize("estimator", ["reinforce_pp", "rloo"])
+
+def _some_unscorable(prompts, completions, completion_ids=None, **kwargs):
+    """None for every other completion: with no other reward function those are unscorable."""
+    _TOKEN_COUNTS[:] = [len(ids) for ids in completion_ids]  # in TRL's order, for MAYE's token weights
+    return [None if i % 2 else v for i, v in enumerate(varied_reward(prompts, completions))]
+
+
+@pytest.mark.parametrize("estimator", ["reinforce_pp", "reinforce_pp_maye", "rloo"])
 def test_estimator_replaces_trl_advantages(tiny_model, color_dir, tmp_path, estimator):
     ds = get_task("color").load(color_dir).remove_columns(["completion"])
     trainer = VisionGRPOTrainer(
         tiny_model("qwen2_vl"),
-        [varied_reward],
+        [_some_unscorable],
         args=grpo_args(tmp_path, max_steps=1, advantage_estimator=estimator),
         train_dataset=ds,
     )
     trainer.train()
-    rewards = (trainer._last_rewards_per_func * trainer.reward_weights.unsqueeze(0)).nansum(dim=1)
-    expected = compute_advantages(rewards, 4, estimator)
+    rewards = trainer._weighted_rewards()
+    assert torch.isnan(rewards).sum() == rewards.numel() // 2  # the unscorable ones stay marked
+    counts = torch.tensor(_TOKEN_COUNTS)
+    expected = compute_advantages(rewards, 4, estimator, token_counts=counts)
     got = torch.cat([b["advantages"] for b in trainer._buffered_inputs])
     # the buffer is shuffled: compare as multisets
     assert torch.allclose(got.sort().values, expected.sort().values, atol=1e-5)
+    assert (expected[torch.isnan(rewards)] == 0).all() and (expected != 0).any()  # as TRL's GRPO does
+    # the logged advantages are the estimator's, not TRL's GRPO ones
+    logged = torch.tensor(list(trainer._logs["advantages"])[-rewards.numel() :])
+    torch.testing.assert_close(logged, expected)
     if estimator == "reinforce_pp":  # whitened over the whole batch
         assert abs(expected.mean().item()) < 1e-5
 
