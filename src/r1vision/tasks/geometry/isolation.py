@@ -139,10 +139,30 @@ class MathVerifyPool:
             result = worker.ask(gold, pred, timeout)
             if result is None:
                 self.timeouts += 1
-                self._discard(worker)  # stuck or dead: kill it, the next call starts a fresh one
+                self._discard(worker)  # stuck or dead: kill it
+                self._respawn_in_background()  # so that the next call finds a warm worker
                 return False
             self._idle.put(worker)
             return result
+
+    def _respawn_in_background(self) -> None:
+        """Start a replacement worker in a daemon thread (a start takes ~1 s of imports)."""
+
+        def spawn() -> None:
+            try:
+                worker = self._spawn()
+            except (WorkerUnavailable, OSError):
+                return
+            if os.getpid() == self._pid and self._idle.qsize() < self.size:
+                self._idle.put(worker)
+            else:  # a caller started one meanwhile: keep the pool at its size
+                self._discard(worker)
+
+        threading.Thread(target=spawn, name="math-verify-respawn", daemon=True).start()
+
+    def warm(self) -> int:
+        """Number of idle, live workers (started and ready)."""
+        return sum(1 for w in list(self._idle.queue) if w.alive())
 
     def _spawn(self) -> _Worker:
         worker = _Worker()
