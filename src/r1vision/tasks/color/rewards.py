@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 
 from r1vision.tasks.base import completion_text
+
+logger = logging.getLogger(__name__)
 
 _ANSWER = re.compile(r"<answer>\s*([^<]{0,64}?)\s*</answer>", re.IGNORECASE | re.DOTALL)
 
@@ -16,13 +19,42 @@ def extract_answer(text: str) -> str | None:
     return match.group(1).strip().lower() if match else None
 
 
-def color_accuracy(prompts: list, completions: list, answer: list[str], **kwargs: Any) -> list[float]:
-    """1.0 when the answer tag names the ground-truth colour, else 0.0. Range [0, 1]."""
+def _accepted(gt: Any) -> set[str]:
+    """The answers a row accepts: its colour name, or each name of a list of them (never the list's repr)."""
+    if isinstance(gt, str):
+        return {gt.strip().lower()}
+    if isinstance(gt, (list, tuple, set, frozenset)):
+        return {g.strip().lower() for g in gt if isinstance(g, str)}
+    return set()
+
+
+def color_accuracy(prompts: list, completions: list, answer: Any = None, **kwargs: Any) -> list[float]:
+    """1.0 when the answer tag names the ground-truth colour (or one of a list of them), else 0.0. Range [0, 1].
+
+    A dataset without an ``answer`` column scores 0 (and logs once): a reward never raises.
+    """
+    n = len(completions)
+    if answer is None:
+        _warn_once("color accuracy: the dataset has no 'answer' column; every completion scores 0")
+        answers: list[Any] = [None] * n
+    elif isinstance(answer, (str, bytes)) or not hasattr(answer, "__len__"):
+        answers = [answer] * n
+    else:
+        answers = list(answer) + [None] * max(0, n - len(answer))
     out = []
-    for completion, gt in zip(completions, answer, strict=False):
+    for completion, gt in zip(completions, answers, strict=False):
         predicted = extract_answer(completion_text(completion))
-        out.append(1.0 if predicted is not None and predicted == str(gt).lower() else 0.0)
+        out.append(1.0 if predicted is not None and predicted in _accepted(gt) else 0.0)
     return out
+
+
+_WARNED: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _WARNED:
+        _WARNED.add(message)
+        logger.warning(message)
 
 
 def color_format(prompts: list, completions: list, **kwargs: Any) -> list[float]:

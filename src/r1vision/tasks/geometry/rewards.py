@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import unicodedata
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -103,20 +104,29 @@ _SCRIPT_PREFIXES = {
 }
 
 
+# Letters looked at per completion: a 2,048-token completion is ~10 k characters; the cap bounds the cost
+# of a hostile 1 MB one (each distinct non-ASCII character costs a Unicode-name lookup).
+MAX_LANGUAGE_CHARS = 100_000
+
+
 def scripts_used(text: str, min_chars: int = 1) -> set[str]:
-    """Writing systems with at least ``min_chars`` letters in ``text`` (``latin``, ``cjk``, ...)."""
+    """Writing systems with at least ``min_chars`` letters in ``text`` (``latin``, ``cjk``, ...).
+
+    Counts each distinct character once (``collections.Counter`` runs in C) in the first
+    :data:`MAX_LANGUAGE_CHARS` characters.
+    """
     counts: dict[str, int] = {}
-    for ch in text:
+    for ch, n in Counter(text[:MAX_LANGUAGE_CHARS]).items():
         if ch.isascii():
             if ch.isalpha():
-                counts["latin"] = counts.get("latin", 0) + 1
+                counts["latin"] = counts.get("latin", 0) + n
             continue
         if not (ch.isalpha() or unicodedata.category(ch) == "Lo"):
             continue
         name = unicodedata.name(ch, "")
         script = next((s for prefix, s in _SCRIPT_PREFIXES.items() if name.startswith(prefix)), None)
         if script:
-            counts[script] = counts.get(script, 0) + 1
+            counts[script] = counts.get(script, 0) + n
     return {s for s, c in counts.items() if c >= min_chars}
 
 
