@@ -45,7 +45,7 @@ def test_estimator_replaces_trl_advantages(tiny_model, color_dir, tmp_path, esti
 
 
 def test_cosine_schedule_does_not_wrap(tiny_model, color_dir, tmp_path):
-    """MAYE sizes its cosine in rollout steps but steps it per optimizer step, so it wraps; ours must decay."""
+    """Schedules are sized in optimizer steps, so the cosine decays to the end (see test_maye_recipe.py for MAYE's)."""
     ds = get_task("color").load(color_dir).remove_columns(["completion"])
     args = grpo_args(
         tmp_path,
