@@ -94,3 +94,7 @@ def test_group_filtering_keeps_highest_std_groups(tiny_model, color_dir, tmp_pat
     nonzero = batch["advantages"][batch["advantages"] != 0]
     assert len(nonzero) <= 4
     assert all(any(torch.isclose(v, expected[best]).tolist()) for v in nonzero)
+    # the logged advantages are the filtered ones that train, not TRL's unfiltered GRPO values
+    logged = torch.tensor(list(trainer._logs["advantages"])[-8:]).view(-1, 4)
+    assert (logged[1 - best] == 0).all()
+    torch.testing.assert_close(logged[best], expected[best], atol=1e-5, rtol=1e-5)

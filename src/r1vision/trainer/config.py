@@ -113,8 +113,8 @@ class VisionGRPOConfig(VisionOptions, GRPOConfig):
     keep_groups_by_std: float = field(
         default=1.0,
         metadata={
-            "help": "Fraction of prompt groups that train each step: those with the highest reward std "
-            "(R1-SGG-style group filtering); the others get zero advantage. 1.0 keeps all."
+            "help": "Fraction of prompt groups that train each step (rounded up, at least one): those with "
+            "the highest reward std (R1-SGG-style group filtering); the others get zero advantage. 1.0 keeps all."
         },
     )
 

@@ -184,9 +184,11 @@ class VisionGRPOTrainer(CheckpointRenameMixin, GRPOTrainer):
         group = self.num_generations if mode == "train" else self.num_generations_eval
         rewards = self._weighted_rewards()
         start = self.accelerator.process_index * local_batch
-        if estimator == "grpo":
-            logged = list(self._logs["advantages"])[-rewards.numel() :]
+        logged = list(self._logs["advantages"])[-rewards.numel() :]
+        if estimator == "grpo" and len(logged) == rewards.numel():  # TRL's values (all its options)
             advantages = torch.tensor(logged, dtype=torch.float32, device=rewards.device)
+        elif estimator == "grpo":
+            advantages = compute_advantages(rewards, group, "grpo", self.args.scale_rewards)
         else:
             counts = None
             if estimator == "reinforce_pp_maye":  # MAYE whitens over tokens: every process's token counts
