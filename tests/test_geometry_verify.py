@@ -194,17 +194,28 @@ def test_in_house_rules_work_without_math_verify() -> None:
     ],
 )
 def test_hostile_predictions_are_false_and_fast(hostile: str) -> None:
+    _wait_for_a_warm_worker()
     start = time.monotonic()
     assert answers_match(hostile, "\\boxed{3}", timeout=1.0) is False
-    assert time.monotonic() - start < 3.0
+    # quiet: <= the 1 s deadline + a kill; the bound leaves 5x that for a loaded machine
+    assert time.monotonic() - start < 6.0
+
+
+def _wait_for_a_warm_worker() -> None:
+    from r1vision.tasks.geometry.isolation import get_pool
+
+    answers_match("\\boxed{\\sin x}", "\\sin(x)")  # math-verify is asked: starts a worker if none
+    deadline = time.monotonic() + 60
+    while get_pool().warm() < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def test_pathological_power_times_out_within_limit() -> None:
-    answers_match("\\boxed{x+1}", "1+x")  # start the worker outside the timed part
+    _wait_for_a_warm_worker()  # start the worker outside the timed part
     start = time.monotonic()
     assert answers_match("\\boxed{9^{9^{9^{9}}}}", "\\boxed{9^{9^{9^{8}}}}", timeout=1.0) is False
     elapsed = time.monotonic() - start
-    assert elapsed < 2.5, elapsed
+    assert elapsed < 6.0, elapsed  # quiet: the 1 s deadline + a kill; 5x that for a loaded machine
     # the killed worker is replaced: later calls still work
     assert answers_match("\\boxed{2x+2}", "2(x+1)")
 
@@ -337,11 +348,8 @@ def test_pathological_answer_is_false_within_the_default_deadline() -> None:
 
     assert DEFAULT_TIMEOUT_S <= 1.5  # + a kill; the 2 s goal is measured in benchmarks/RESULTS.md
     pool = get_pool()
-    answers_match("\\boxed{x+1}", "1+x")
     for _ in range(2):
-        deadline = time.monotonic() + 60
-        while pool.warm() < 1 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        _wait_for_a_warm_worker()
         assert pool.warm() >= 1
         before = pool.timeouts
         start = time.monotonic()
@@ -349,3 +357,17 @@ def test_pathological_answer_is_false_within_the_default_deadline() -> None:
         # generous bound (load): the deadline, not a worker start, ends the call
         assert time.monotonic() - start < DEFAULT_TIMEOUT_S + 8.0
         assert pool.timeouts == before + 1
+
+
+@pytest.mark.parametrize(
+    ("prediction", "solution", "expected"),
+    [
+        ("\\boxed{x=2, y=3}", "(2,3)", True),  # each item's value: no variables left, a point
+        ("\\boxed{\\sqrt{x^2}}", "x", False),  # |x|: the negative probe point tells them apart
+        ("\\boxed{x \\in (2,12)}", "(2,12)", True),
+        ("\\boxed{x \\in [2,12)}", "(2,12)", False),
+        ("\\boxed{7}", "(2,12)", False),
+    ],
+)
+def test_rules_do_not_overrule_math_verify_where_it_is_right(prediction, solution, expected) -> None:
+    assert answers_match(prediction, solution) is expected

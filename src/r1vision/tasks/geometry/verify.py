@@ -126,6 +126,7 @@ _LESS = r"(<=?|\\leq?|\\leqslant|\\lt|≤)"
 _GREATER = r"(>=?|\\geq?|\\geqslant|\\gt|≥)"
 _END = r"(-?[^<>=≤≥,]+?)"
 _VAR = r"([A-Za-z]|\\[A-Za-z]+)"
+_MEMBER = re.compile(r"(?:[A-Za-z]|\\[A-Za-z]+)(?:\\in|∈)(?=[(\[])")
 _INEQUALITIES = (
     (re.compile(rf"{_END}{_LESS}{_VAR}{_LESS}{_END}"), "between"),
     (re.compile(rf"{_END}{_GREATER}{_VAR}{_GREATER}{_END}"), "between_desc"),
@@ -141,6 +142,9 @@ def _inequality_as_interval(text: str) -> str | None:
     text = text.replace("\\left", "").replace("\\right", "").replace(" ", "")
     if len(text) > MAX_LEN:
         return None
+    member = _MEMBER.match(text)  # "x \\in (2,12)" is the interval itself
+    if member:
+        return text[member.end() :]
     for pattern, kind in _INEQUALITIES:
         m = pattern.fullmatch(text)
         if not m:
@@ -249,8 +253,24 @@ def _value_rules(gold: str, pred: str, rel_tol: float) -> str | None:
     return None
 
 
-# Points at which two expressions in the same variables are compared (irrational, away from 0 and 1).
-_PROBES = ({"v": 0.7390851, "w": 1.4142136}, {"v": 2.7182818, "w": 0.5772157})
+# Points at which two expressions in the same variables are compared: irrational, away from 0 and 1, and one
+# negative, so that sqrt(x^2) is not taken for x (an expression undefined there is left to math-verify).
+_PROBES = (
+    {"v": 0.7390851, "w": 1.4142136},
+    {"v": 2.7182818, "w": 0.5772157},
+    {"v": -1.6180340, "w": -0.4142136},
+)
+
+
+def _letters(answer: str) -> frozenset[str] | None:
+    """Variables of an answer, item by item (``x=2, y=3`` has none: each item's value is its right side)."""
+    letters: set[str] = set()
+    for item in split_top_level(answer):
+        norm = normalize(item)
+        if norm is None:
+            return None
+        letters |= free_letters(norm.text)
+    return frozenset(letters)
 
 
 def _surely_different(gold: str, pred: str, rel_tol: float) -> bool:
@@ -268,14 +288,17 @@ def _surely_different(gold: str, pred: str, rel_tol: float) -> bool:
     gn, pn = normalize(gold), normalize(pred)
     if gn is None or pn is None:
         return False
-    g_letters, p_letters = free_letters(gn.text), free_letters(pn.text)
+    g_letters, p_letters = _letters(gold), _letters(pred)
+    if g_letters is None or p_letters is None:
+        return False
     if g_letters != p_letters:
         return True
     gi, pi = _intervals(gold), _intervals(pred)
     if gi and pi:
         return True  # the interval rule compared them completely
-    if gi or pi:  # an interval against a plain number
-        return _values(pred if gi else gold) is not None
+    if gi or pi:  # an interval against one plain number; "(2,3)" against "2, 3" may be a point
+        values = _values(pred if gi else gold)
+        return values is not None and len(values) == 1
     if not g_letters:
         return _values(gold) is not None and _values(pred) is not None
     return _probe_compare(gn, pn, rel_tol) is False
