@@ -8,7 +8,7 @@ from pathlib import Path
 from transformers import get_scheduler
 from trl import TrlParser
 
-from r1vision.recipes import ScriptArguments
+from r1vision.recipes.train import ScriptArguments
 from r1vision.trainer.config import VisionGRPOConfig
 
 RECIPE = Path(__file__).parents[1] / "configs" / "recipes" / "geometry_grpo.yaml"
@@ -17,11 +17,30 @@ RECIPE = Path(__file__).parents[1] / "configs" / "recipes" / "geometry_grpo.yaml
 MAYE = {"batch_size": 128, "ppo_batch_size": 4, "grad_accum": 2, "ppo_epochs": 1, "lr": 5e-6, "kl_loss": 1e-3}
 
 
-def _recipe(tmp_path) -> VisionGRPOConfig:
+def _parse(tmp_path) -> tuple[ScriptArguments, VisionGRPOConfig]:
     parser = TrlParser((ScriptArguments, VisionGRPOConfig))
     argv = ["--config", str(RECIPE), "--model", "m", "--dataset", "d", "--output_dir", str(tmp_path)]
-    _, config = parser.parse_args_and_config([*argv, "--use_cpu", "true"])
-    return config
+    return parser.parse_args_and_config([*argv, "--use_cpu", "true"])
+
+
+def _recipe(tmp_path) -> VisionGRPOConfig:
+    return _parse(tmp_path)[1]
+
+
+def test_recipe_rewards_are_maye_sum(tmp_path) -> None:
+    from r1vision.recipes.train import task_options
+    from r1vision.tasks import get_task
+
+    script, _ = _parse(tmp_path)
+    task = get_task(script.task)
+    specs = task.rewards(**task_options(task, script.task_options), eos_token_id=2)
+    # MAYE's score is accuracy + format + language (no-EOS: MAYE replaces the score by -0.1)
+    assert {s.name: s.weight for s in specs} == {
+        "accuracy": 1.0,
+        "format": 1.0,
+        "language": 1.0,
+        "no_eos": 0.1,
+    }
 
 
 def test_recipe_is_maye_per_gpu_batch_not_one_prompt_per_step(tmp_path) -> None:

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from r1vision.tasks.base import completion_text
 from r1vision.tasks.color.rewards import color_accuracy, color_format
+from r1vision.tasks.common import completion_text
 from r1vision.tasks.geometry.rewards import build_reward_specs
 
 

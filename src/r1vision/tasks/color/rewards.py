@@ -6,7 +6,7 @@ import logging
 import re
 from typing import Any
 
-from r1vision.tasks.base import completion_text
+from r1vision.tasks.common import column, completion_text
 
 logger = logging.getLogger(__name__)
 
@@ -33,14 +33,9 @@ def color_accuracy(prompts: list, completions: list, answer: Any = None, **kwarg
 
     A dataset without an ``answer`` column scores 0 (and logs once): a reward never raises.
     """
-    n = len(completions)
     if answer is None:
         _warn_once("color accuracy: the dataset has no 'answer' column; every completion scores 0")
-        answers: list[Any] = [None] * n
-    elif isinstance(answer, (str, bytes)) or not hasattr(answer, "__len__"):
-        answers = [answer] * n
-    else:
-        answers = list(answer) + [None] * max(0, n - len(answer))
+    answers = column({"answer": answer}, "answer", len(completions))
     out = []
     for completion, gt in zip(completions, answers, strict=False):
         predicted = extract_answer(completion_text(completion))
