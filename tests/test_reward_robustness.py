@@ -82,3 +82,10 @@ def test_a_1mb_hostile_completion_costs_under_100ms_per_reward(name: str) -> Non
             best = min(best, time.thread_time() - start)
         assert spec.low <= values[0] <= spec.high
         assert best < 0.100, f"{spec.name} on {name}: {best * 1000:.1f} ms"
+
+
+def test_geometry_accuracy_with_list_references() -> None:
+    accuracy = build_reward_specs()[0].func
+    completions = ["\\boxed{['3', '4']}", "\\boxed{4}", "\\boxed{5}", "\\boxed{20}"]
+    solutions = [["3", "4"], ["3", "4"], ["3", "4"], 20]
+    assert accuracy([None] * 4, completions, solution=solutions) == [0.0, 1.0, 0.0, 1.0]
