@@ -89,3 +89,21 @@ def test_geometry_accuracy_with_list_references() -> None:
     completions = ["\\boxed{['3', '4']}", "\\boxed{4}", "\\boxed{5}", "\\boxed{20}"]
     solutions = [["3", "4"], ["3", "4"], ["3", "4"], 20]
     assert accuracy([None] * 4, completions, solution=solutions) == [0.0, 1.0, 0.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<answer>" + " " * _MB + "a",
+        "<answer>" + "a" * _MB,
+        "<answer>" * (_MB // 8),
+        "<answer>" + " " * _MB + "</answer>",
+    ],
+    ids=["tag_then_spaces", "tag_then_letters", "tags", "spaces_in_tag"],
+)
+def test_color_rewards_on_1mb_cost_under_100ms(text: str) -> None:
+    """Quiet cost <= ~14 ms CPU (the old answer regex backtracked for 1.4 s on a tag followed by spaces)."""
+    for reward in (color_accuracy, color_format):
+        start = time.thread_time()
+        assert reward(None, [text], answer=["red"]) == [0.0]
+        assert time.thread_time() - start < 0.100
