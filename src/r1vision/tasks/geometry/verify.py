@@ -361,7 +361,8 @@ def explain_match(
     try:
         pred = extract_final_answer(prediction)
         gold = extract_final_answer(solution, reference=True)
-        if not pred or not gold or len(gold) > MAX_LEN * 4:
+        # no real final answer is this long; longer ones are refused before any rule scans them
+        if not pred or not gold or len(gold) > MAX_LEN * 4 or len(pred) > MAX_LEN * 4:
             return None
         (gold_letter, gold_value), (pred_letter, pred_value) = split_choice(gold), split_choice(pred)
         if gold_letter is not None and pred_letter is not None:
