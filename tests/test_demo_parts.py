@@ -19,7 +19,7 @@ def test_compact_prompt_rows(tmp_path):
     rows = SGGTask().load(str(tmp_path), "train", model_family="qwen2_vl", prompt="compact")
     text = rows[0]["prompt"][0]["content"][1]["text"]
     assert text == compact_prompt("qwen2_vl") and "0-1000" in text and len(text) < 200
-    with pytest.raises(ValueError, match="prompt="):
+    with pytest.raises(ValueError, match="option .prompt. expects one of .open., .closed., .compact."):
         SGGTask().load(str(tmp_path), "train", model_family="qwen2_vl", prompt="chatty")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 from r1vision.generation.hf import SamplingOptions, generate
 from r1vision.tasks.base import Task
@@ -30,13 +31,15 @@ def run_inference(
     progress: bool = True,
     backend: str = "hf",
     max_model_len: int | None = None,
+    task_options: dict[str, Any] | None = None,
 ) -> Path:
     """Generate for every row of ``dataset`` not yet in ``out_dir`` and append records as they finish.
 
     Rows are dealt round-robin to the processes of ``accelerate launch`` / ``torchrun``; each writes its own
     shard. ``backend``: ``"hf"`` (transformers ``generate``) or ``"vllm"`` (an in-process vLLM engine with
-    the same pixel budget; each prompt's image tokens are checked against the processor's). Returns
-    ``out_dir``.
+    the same pixel budget; each prompt's image tokens are checked against the processor's).
+    ``task_options`` (the task's ``Options``, e.g. ``{"prompt": "closed"}``) build the prompts the model
+    was trained with. Returns ``out_dir``.
     """
     if backend not in ("hf", "vllm"):
         raise ValueError(f"backend={backend!r}; choose 'hf' or 'vllm'")
@@ -51,7 +54,12 @@ def run_inference(
     # Resolved once, before the rows are built, so prompts, targets and the processor share one frame.
     budget = resolve_budget(family, min_pixels, max_pixels, processor=model_path)
     rows = task.load(
-        dataset, split=split, model_family=family, min_pixels=budget.min_pixels, max_pixels=budget.max_pixels
+        dataset,
+        split=split,
+        model_family=family,
+        min_pixels=budget.min_pixels,
+        max_pixels=budget.max_pixels,
+        **(task_options or {}),
     )
     n = len(rows) if limit is None else min(limit, len(rows))
     writer = RecordWriter(out_dir, rank=state.process_index)

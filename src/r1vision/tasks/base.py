@@ -17,9 +17,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from r1vision.tasks.common import RewardFunc, completion_text
+from r1vision.tasks.options import NoOptions, check_options, parse_options
 
 __all__ = ["EvalResult", "RewardFunc", "RewardSpec", "Task", "completion_text"]
 
@@ -48,6 +49,18 @@ class Task(ABC):
 
     name: str = ""
     description: str = ""
+    #: The task's options as a dataclass (types, defaults, help); see :mod:`r1vision.tasks.options`.
+    Options: ClassVar[type] = NoOptions
+
+    @classmethod
+    def parse_options(cls, given: dict[str, Any] | None) -> Any:
+        """The user's options (``--task_options``) as an ``Options`` instance; unknown names or wrong
+        types raise :class:`~r1vision.tasks.options.TaskOptionError` naming the valid ones."""
+        return parse_options(cls.name, cls.Options, given)
+
+    def check_options(self, given: dict[str, Any]) -> dict[str, Any]:
+        """Validate keyword options (the task's own plus the runner's context keys); return them."""
+        return check_options(self.name, self.Options, given)
 
     @abstractmethod
     def synth(self, out_dir: str | Path, n: int, seed: int = 0, split: str = "train", **kwargs: Any) -> Path:

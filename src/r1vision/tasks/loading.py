@@ -21,6 +21,8 @@ _FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".cs
 # JSON files that describe a dataset rather than hold its rows.
 _METADATA_FILES = {"vocab.json", "dataset_info.json", "state.json", "dataset_dict.json"}
 
+_SHARD = re.compile(r"^(?P<prefix>.*?)-\d+-of-\d+$")
+
 # Each group is one split; the first name is the canonical one.
 SPLIT_ALIASES: tuple[tuple[str, ...], ...] = (
     ("train", "rl", "training"),
@@ -64,6 +66,13 @@ def _split_of(file: Path, folder: Path) -> str | None:
     return None
 
 
+def _named_exactly(file: Path, folder: Path, split: str) -> bool:
+    """The file's name (or shard prefix, or a parent folder) is ``split`` itself."""
+    match = _SHARD.match(file.stem)
+    stem = match.group("prefix") if match else file.stem
+    return stem == split or any(p.name == split for p in file.relative_to(folder).parents if p.name)
+
+
 def pick_split(available: Sequence[str], split: str, source: Any) -> str:
     """The name among ``available`` that serves ``split`` (aliases; a lone split serves any request)."""
     for name in split_names(split):
@@ -92,13 +101,12 @@ def data_files(folder: Path, split: str) -> list[Path]:
         raise DatasetLoadError(
             f"{folder}: no data files (.jsonl/.json/.parquet/.csv/.arrow) and not a saved dataset"
         )
+    exact = [f for f in files if _named_exactly(f, folder, split)]
+    if exact:  # a split named exactly as asked wins over aliases (the demo keeps "train" and "rl" apart)
+        return _one_dataset(exact, folder, split)
     tagged = {f: _split_of(f, folder) for f in files}
     wanted = canonical_split(split)
     chosen = [f for f, s in tagged.items() if s == wanted]
-    if not chosen and wanted not in (s for s in tagged.values()):
-        exact = [f for f in files if f.stem == split]  # a split name outside the alias table
-        if exact:
-            return exact
     if chosen:
         return _one_dataset(chosen, folder, split)
     present = sorted({s for s in tagged.values() if s is not None})
@@ -114,9 +122,6 @@ def data_files(folder: Path, split: str) -> list[Path]:
         f"{folder}: no files for split {split!r} (aliases {list(split_names(split))}); "
         f"it has splits {present}: {[str(f.relative_to(folder)) for f in files]}"
     )
-
-
-_SHARD = re.compile(r"^(?P<prefix>.*?)-\d+-of-\d+$")
 
 
 def _one_dataset(files: list[Path], folder: Path, split: str) -> list[Path]:
@@ -161,8 +166,9 @@ def locate(source: str | Path, split: str = "train") -> Located:
         if path.suffix not in _FILE_BUILDERS:
             raise DatasetLoadError(f"{path}: unsupported file type (use {', '.join(_FILE_BUILDERS)})")
         named = _split_of(path, path.parent)
-        if named is not None and named != canonical_split(split):
-            logger.warning("%s is a single file (split %r); using it for split %r", path, named, split)
+        if named != canonical_split(split) and path.stem != split:  # say so: the split is not applied
+            what = f"split {named!r}" if named else "no split in its name"
+            logger.warning("%s is a single file (%s); using it for split %r", path, what, split)
         return Located("files", str(path), split, (path,), path.parent)
     if str(source).startswith((".", "/", "~")) or path.suffix in _FILE_BUILDERS:
         raise DatasetLoadError(f"dataset path does not exist: {path}")
