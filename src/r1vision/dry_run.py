@@ -303,13 +303,18 @@ def _engine(
     if sends is not full:
         out.lines.append(f"{'':<22}not sent: {_skipped(model)} (the engine keeps its checkpoint's values)")
     out.facts.update(max_model_len=max_len, sleep_level=sleep.level, sync_tensors=sends["tensors"])
-    # TRL's max_num_seqs: one generation round of a process (per_device_train_batch_size x steps_per_generation)
+    # vLLM starts when its share holds the weights and the KV cache of one max_model_len sequence; TRL's
+    # max_num_seqs (one generation round: per_device_train_batch_size x steps_per_generation) runs
+    # concurrently only as far as the KV cache reaches.
     seqs = config.per_device_train_batch_size * int(getattr(config, "steps_per_generation", None) or 1)
-    kv = 2 * shape.layers * shape.kv_dim * 2 * max_len * seqs
-    engine = (2 * shape.total_params + kv) // max(1, tp)
+    kv_one = 2 * shape.layers * shape.kv_dim * 2 * max_len
+    weights = 2 * shape.total_params
+    engine = (weights + kv_one) // max(1, tp)
+    full_round = (weights + kv_one * seqs) // max(1, tp)
     out.add(
         "vLLM memory",
-        f"{engine / GIB:.1f} GiB per engine (bf16 weights + KV cache for {seqs} sequences of max_model_len)",
+        f"{engine / GIB:.1f} GiB per engine to start (bf16 weights + KV cache of one max_model_len sequence); "
+        f"{full_round / GIB:.1f} GiB to hold all {seqs} sequences of a generation round at once",
     )
     if config.vllm_mode == "server" and not target_cpu and engine > SERVER_SHARE * card_gb * GIB:
         out.problems.append(
