@@ -181,6 +181,7 @@ def _relation_fields(rel: object) -> tuple[str, str, str] | None:
 
 
 _NUMBER_TYPES = (int, float)
+_NUMBER_SET = frozenset(_NUMBER_TYPES)
 
 
 def _box_issue(box: object) -> tuple[str | None, tuple[float, float, float, float] | None]:
@@ -219,16 +220,40 @@ def _build_graph(data: dict, issues: list[str]) -> tuple[SceneGraph | None, str 
 
     objects: list[SGObject] = []
     seen: set[str] = set()
+    numbers = _NUMBER_SET
+    isfinite = math.isfinite
     for raw in raw_objects[:MAX_OBJECTS]:
-        obj_id = raw.get("id") if isinstance(raw, dict) else None
-        if not isinstance(obj_id, str) or not obj_id.strip():
+        obj_id = raw.get("id") if type(raw) is dict else None
+        if type(obj_id) is not str:
+            obj_id = raw.get("id") if isinstance(raw, dict) else None
+            if not isinstance(obj_id, str):
+                issues.append("invalid_object")
+                continue
+        obj_id = obj_id.strip()
+        if not obj_id:
             issues.append("invalid_object")
             continue
-        issue, box = _box_issue(raw.get("bbox", raw.get("box")))
-        if issue is not None:
-            issues.append(issue)
-            continue
-        obj_id = obj_id.strip()
+        box = raw["bbox"] if "bbox" in raw else raw.get("box")
+        # Fast path (plain JSON numbers); anything else goes through the full check for its reason.
+        if type(box) is list and len(box) == 4 and {type(v) for v in box} <= numbers:
+            x1, y1, x2, y2 = box
+            try:
+                box = (float(x1), float(y1), float(x2), float(y2))
+            except OverflowError:
+                box = None
+            if box is None or not (
+                isfinite(box[0]) and isfinite(box[1]) and isfinite(box[2]) and isfinite(box[3])
+            ):
+                issues.append("non_finite_box")
+                continue
+            if box[0] > box[2] or box[1] > box[3]:
+                issues.append("inverted_box")
+                continue
+        else:
+            issue, box = _box_issue(box)
+            if issue is not None:
+                issues.append(issue)
+                continue
         if obj_id in seen:
             issues.append("duplicate_id")
             continue
@@ -237,6 +262,16 @@ def _build_graph(data: dict, issues: list[str]) -> tuple[SceneGraph | None, str 
 
     relations: list[SGRelation] = []
     for raw in raw_relations[:MAX_RELATIONS]:
+        if type(raw) is dict:  # fast path for the taught shape
+            s, p, o = raw.get("subject"), raw.get("predicate"), raw.get("object")
+            if type(s) is str and type(p) is str and type(o) is str:
+                s, p, o = s.strip(), p.strip(), o.strip()
+                if s and p and o:
+                    if s not in seen or o not in seen:
+                        issues.append("unknown_id")
+                        continue
+                    relations.append(SGRelation(s, p, o))
+                    continue
         fields = _relation_fields(raw)
         if fields is None:
             issues.append("invalid_relation")

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from r1vision.tasks.sgg.boxes import BoxFrame, box_frame, pairwise_iou_giou, pairwise_l1
+from r1vision.tasks.sgg.boxes import BoxFrame, box_frame
 from r1vision.tasks.sgg.labels import LabelSimilarity, Similarity, normalize_object, normalize_predicate
 from r1vision.tasks.sgg.matching import gt_graph
 from r1vision.tasks.sgg.parse import ParseResult, parse_scene_graph
@@ -81,8 +81,28 @@ def _f1(tp: int, n_pred: int, n_gt: int) -> float:
     return 1.0 if n_pred + n_gt == 0 else 2.0 * tp / (n_pred + n_gt)
 
 
-def _codes(table: dict[str, int], labels: list[str]) -> np.ndarray:
-    return np.fromiter((table.setdefault(x, len(table)) for x in labels), dtype=np.int64, count=len(labels))
+def _codes(table: dict[str, int], labels: list[str] | tuple[str, ...]) -> np.ndarray:
+    setdefault = table.setdefault
+    return np.array([setdefault(x, len(table)) for x in labels], dtype=np.int64)
+
+
+def _geometry(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """IoU, GIoU and L1 matrices of boxes ``a`` (P x 4) and ``b`` (G x 4).
+
+    The operations of :func:`boxes.pairwise_iou_giou` and :func:`boxes.pairwise_l1` in the same order
+    (identical values), on column views and without ``errstate``: a third of the numpy calls.
+    """
+    a0, a1, a2, a3 = a[:, 0:1], a[:, 1:2], a[:, 2:3], a[:, 3:4]
+    b0, b1, b2, b3 = b[:, 0], b[:, 1], b[:, 2], b[:, 3]
+    lo_x, hi_x = np.minimum(a2, b2) - np.maximum(a0, b0), np.maximum(a2, b2) - np.minimum(a0, b0)
+    lo_y, hi_y = np.minimum(a3, b3) - np.maximum(a1, b1), np.maximum(a3, b3) - np.minimum(a1, b1)
+    inter = np.maximum(lo_x, 0.0) * np.maximum(lo_y, 0.0)
+    union = (a2 - a0) * (a3 - a1) + (b2 - b0) * (b3 - b1) - inter
+    iou = np.divide(inter, union, out=np.zeros_like(inter), where=union > 0)
+    hull = hi_x * hi_y
+    giou = iou - np.divide(hull - union, hull, out=np.zeros_like(hull), where=hull > 0)
+    l1 = np.abs(a0 - b0) + np.abs(a1 - b1) + np.abs(a2 - b2) + np.abs(a3 - b3)
+    return iou, giou, l1
 
 
 def _head(label: str) -> str:
@@ -214,7 +234,8 @@ class SGGScorer:
             rel_o=np.array([k[2] for k in known], dtype=np.int64),
             rel_p=tuple(k[1] for k in known),
             n_rel=len(gt.relations),
-            f1_rels=frozenset((s, normalize_predicate(p), o) for s, p, o in known),
+            # only the F1 scores need it (they ask with sized=True)
+            f1_rels=frozenset((s, normalize_predicate(p), o) for s, p, o in known) if sized else frozenset(),
         )
         return self._gt.put(key, value)
 
@@ -273,8 +294,7 @@ class SGGScorer:
             pred = np.array([o.box for o in graph.objects], dtype=np.float64)
             pred = np.minimum(np.maximum(pred, 0.0), lim) / lim  # BoxFrame.clip, then normalise
             label_sim = self._label_sim(pred_names, pred_norm, gt)
-            iou_m, giou_m = pairwise_iou_giou(pred, gt.scaled)
-            l1_m = pairwise_l1(pred, gt.scaled)
+            iou_m, giou_m, l1_m = _geometry(pred, gt.scaled)
             cost = self.w_label * (1.0 - label_sim) + self.w_giou * (1.0 - giou_m) + self.w_l1 * l1_m
             rows, cols = linear_sum_assignment(np.nan_to_num(cost, nan=1e6, posinf=1e6))
             a, b = self.box_iou_weight, self.box_l1_weight
@@ -348,7 +368,7 @@ class SGGScorer:
             pred = np.minimum(
                 np.maximum(np.array([o.box for o in graph.objects], dtype=np.float64), 0.0), lim
             )
-            iou_m = np.nan_to_num(pairwise_iou_giou(pred / lim, gt.scaled)[0])
+            iou_m = np.nan_to_num(_geometry(pred / lim, gt.scaled)[0])
             table: dict[str, int] = {}
             same = (
                 _codes(table, [normalize_object(o.name) for o in graph.objects])[:, None]
