@@ -1,4 +1,4 @@
-"""VG150-style scene-graph evaluation: R@K, mR@K, zR@K, ngR@K, parse-failure rate.
+"""VG150-style scene-graph evaluation: R@K, mR@K, zR@K, ngR@K, ng-mR@K, ng-zR@K, box AP, coverage.
 
 A predicted triplet recalls a GT relation when subject, predicate and object labels agree and both boxes
 overlap with IoU >= 0.5. Top-K takes the first K relations in emission order (LLM answers carry no scores).
@@ -19,6 +19,14 @@ default
     emitted pair (every other predicate, in vocabulary order) as Motifs' no-graph-constraint ranking does
     for one-hot scores (R1-SGG's unstable sort orders those ties arbitrarily).
 
+ng-mR@K and ng-zR@K are mR and zR on the no-graph-constraint candidates. ``AP``/``AP50``/``AP75`` are
+COCO-style box AP of the predicted objects (:mod:`bbox_ap`; compat mode: over the predicted images only,
+as R1-SGG's COCO evaluator).
+
+Coverage: ``coverage`` is the share of GT images that have a prediction record. Predictions whose ids
+match none of the GT ids are an error (a wrong ``--split`` or id field would otherwise score 0 quietly);
+partial coverage warns.
+
 All recalls are fractions in [0, 1]; :func:`format_table` prints percentages. zR is 0 when no evaluated
 image has a zero-shot GT relation.
 """
@@ -26,6 +34,7 @@ image has a zero-shot GT relation.
 from __future__ import annotations
 
 import itertools
+import warnings
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -34,6 +43,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from r1vision.tasks.sgg.bbox_ap import box_ap
 from r1vision.tasks.sgg.categories import load_vocabulary, zero_shot_triplets
 from r1vision.tasks.sgg.labels import normalize_object, normalize_predicate
 from r1vision.tasks.sgg.matching import gt_graph
@@ -65,7 +75,13 @@ def _gt_sizes(row: dict[str, Any]) -> tuple[Any, Any]:
 
 
 def _pairwise_iou(a: np.ndarray, b: np.ndarray, plus_one: bool) -> np.ndarray:
-    """IoU of every box in ``a`` (n, 4) with every box in ``b`` (m, 4); same rule as :func:`boxes.iou`."""
+    """IoU of every box in ``a`` (n, 4) with every box in ``b`` (m, 4); same rule as :func:`boxes.iou`.
+
+    ``plus_one`` (R1-SGG compat) also computes in float32, as R1-SGG's evaluator does on its tensors: a
+    box whose IoU is 0.5 in one precision can fall below it in the other.
+    """
+    if plus_one:
+        a, b = a.astype(np.float32), b.astype(np.float32)
     e = 1.0 if plus_one else 0.0
     iw = np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0]) + e
     ih = np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1]) + e
@@ -208,18 +224,26 @@ def evaluate_sgg(
             raise ValueError(f"{len(predictions)} predictions for {len(rows)} GT rows")
         predictions = {str(r["image_id"]): p for r, p in zip(rows, predictions, strict=False)}
     predictions = {str(k): v for k, v in dict(predictions).items()}
+    coverage = _coverage(rows, predictions)
     k_max = max(ks)
 
     recall = {k: [] for k in ks}
     ng_recall = {k: [] for k in ks}
     zs_recall = {k: [] for k in ks}
+    ng_zs_recall = {k: [] for k in ks}
     per_pred = {k: defaultdict(list) for k in ks}
+    ng_per_pred = {k: defaultdict(list) for k in ks}
+    ap_images: list[tuple[str, list, list]] = []
     n_records = n_failed = 0
     for row in rows:
         image_id = str(row["image_id"])
         gt = gt_graph(row["objects"], row["relationships"])
-        boxes = {gid: gt.boxes[i].tolist() for i, gid in enumerate(gt.ids)}
-        gt_trips = [(norm_o(gt.names[gt.ids.index(s)]), boxes[s], norm_o(gt.names[gt.ids.index(o)]), boxes[o], norm_p(p))
+        gt_norm = [norm_o(x) for x in gt.names]
+        index: dict[str, int] = {}
+        for i, gid in enumerate(gt.ids):
+            index.setdefault(gid, i)  # a repeated GT id: the first object, as before
+        boxes = gt.boxes.tolist()
+        gt_trips = [(gt_norm[index[s]], boxes[index[s]], gt_norm[index[o]], boxes[index[o]], norm_p(p))
                     for s, p, o in gt.relations]  # fmt: skip
         record = predictions.get(image_id)
         pred = PredGraph(error="missing")
@@ -230,12 +254,20 @@ def evaluate_sgg(
             pred = to_pred_graph(
                 record, predicates=preds_vocab, objects=vocabulary.objects, model_family=model_family,
                 original_size=orig, image_size=resized, min_pixels=min_pixels, max_pixels=max_pixels,
+                r1sgg=is_compat,
             )  # fmt: skip
             n_failed += pred.error is not None
-        if not gt_trips or (is_compat and not pred.triplets):
+        if record is not None or not is_compat:  # R1-SGG's COCO evaluator sees the predicted images only
+            ap_images.append(
+                (image_id, list(zip(gt_norm, boxes, strict=True)), [(norm_o(n), b) for n, b in pred.objects])
+            )
+        if not gt_trips or (is_compat and (record is None or not (pred.triplets or pred.placeholder))):
             continue
         constrained, ng = _candidates(pred, is_compat, preds_vocab, k_max)
         zs_idx = {j for j, t in enumerate(gt_trips) if (t[0], t[4], t[2]) in zs}
+        by_pred: dict[str, list[int]] = defaultdict(list)
+        for j, t in enumerate(gt_trips):
+            by_pred[t[4]].append(j)
         detail = {
             "image_id": image_id,
             "error": pred.error,
@@ -246,48 +278,79 @@ def evaluate_sgg(
         hit_ng = _hit_matrix(gt_trips, ng[:k_max], is_compat)
         for k in ks:
             hits = _recalled(hit_c, k, is_compat)
+            ng_hits = _recalled(hit_ng, k, is_compat)
             recall[k].append(len(hits) / len(gt_trips))
-            ng_recall[k].append(len(_recalled(hit_ng, k, is_compat)) / len(gt_trips))
+            ng_recall[k].append(len(ng_hits) / len(gt_trips))
             if zs_idx:
                 zs_recall[k].append(len(hits & zs_idx) / len(zs_idx))
-            by_pred: dict[str, list[int]] = defaultdict(list)
-            for j, t in enumerate(gt_trips):
-                by_pred[t[4]].append(j)
+                ng_zs_recall[k].append(len(ng_hits & zs_idx) / len(zs_idx))
             for p, idx in by_pred.items():
                 per_pred[k][p].append(sum(j in hits for j in idx) / len(idx))
+                ng_per_pred[k][p].append(sum(j in ng_hits for j in idx) / len(idx))
             detail[f"R@{k}"] = recall[k][-1]
         if records is not None:
             records.append(detail)
 
-    metrics: dict[str, float] = {}
-    for k in ks:
-        metrics[f"R@{k}"] = float(np.mean(recall[k])) if recall[k] else 0.0
-    for k in ks:
-        if is_compat:
-            means = [
-                float(np.mean(per_pred[k][norm_p(p)])) if per_pred[k].get(norm_p(p)) else 0.0
-                for p in preds_vocab
-            ]
+    def mean_recall(table: dict[str, list[float]]) -> float:
+        if is_compat:  # every vocabulary predicate counts; absent ones as 0
+            means = [float(np.mean(table[norm_p(p)])) if table.get(norm_p(p)) else 0.0 for p in preds_vocab]
         else:
-            means = [float(np.mean(v)) for v in per_pred[k].values()]
-        metrics[f"mR@{k}"] = float(np.mean(means)) if means else 0.0
+            means = [float(np.mean(v)) for v in table.values()]
+        return float(np.mean(means)) if means else 0.0
+
+    metrics: dict[str, float] = {}
+    for name, source in (("R", recall), ("zR", zs_recall), ("ngR", ng_recall), ("ng-zR", ng_zs_recall)):
+        for k in ks:
+            metrics[f"{name}@{k}"] = float(np.mean(source[k])) if source[k] else 0.0
     for k in ks:
-        metrics[f"zR@{k}"] = float(np.mean(zs_recall[k])) if zs_recall[k] else 0.0
-    for k in ks:
-        metrics[f"ngR@{k}"] = float(np.mean(ng_recall[k])) if ng_recall[k] else 0.0
+        metrics[f"mR@{k}"] = mean_recall(per_pred[k])
+        metrics[f"ng-mR@{k}"] = mean_recall(ng_per_pred[k])
+    metrics.update(box_ap(ap_images))
     metrics["parse_failure_rate"] = n_failed / n_records if n_records else 0.0
     metrics["num_images"] = float(len(recall[ks[0]]))
+    metrics.update(coverage)
     return metrics
+
+
+def _coverage(rows: list[dict[str, Any]], predictions: dict[str, Any]) -> dict[str, float]:
+    """How many GT images have predictions; an error when none do (ids from another split or field)."""
+    gt_ids = [str(r["image_id"]) for r in rows]
+    matched = sum(i in predictions for i in gt_ids)
+    if rows and not predictions:
+        raise ValueError(f"no predictions for the {len(rows)} ground-truth images")
+    if rows and matched == 0:
+        raise ValueError(
+            f"none of the {len(predictions)} prediction ids matches any of the {len(rows)} ground-truth "
+            f"image ids (e.g. prediction {next(iter(predictions))!r}, ground truth {gt_ids[0]!r}): "
+            "wrong --split, or predictions of another dataset?"
+        )
+    extra = len(set(predictions) - set(gt_ids))
+    if matched < len(rows) or extra:
+        warnings.warn(
+            f"predictions cover {matched} of {len(rows)} ground-truth images"
+            + (f"; {extra} prediction ids are not in the ground truth" if extra else ""),
+            stacklevel=3,
+        )
+    return {
+        "coverage": matched / len(rows) if rows else 0.0,
+        "num_gt_images": float(len(rows)),
+        "num_predictions": float(len(predictions)),
+        "unmatched_predictions": float(extra),
+    }
 
 
 def format_table(metrics: dict[str, float], ks: Sequence[int] = KS) -> str:
     """A plain-text table of the metrics (recalls in percent)."""
     lines = ["metric  " + "".join(f"{'@' + str(k):>9}" for k in ks)]
-    for name in ("R", "mR", "zR", "ngR"):
+    for name in ("R", "mR", "zR", "ngR", "ng-mR", "ng-zR"):
         values = [metrics.get(f"{name}@{k}") for k in ks]
         lines.append(
             f"{name:<8}" + "".join(f"{100 * v:9.2f}" if v is not None else f"{'-':>9}" for v in values)
         )
+    if "AP" in metrics:
+        lines.append(f"box AP {100 * metrics['AP']:.2f}   AP50 {100 * metrics['AP50']:.2f}   "
+                     f"AP75 {100 * metrics['AP75']:.2f}")  # fmt: skip
     lines.append(f"parse failures: {100 * metrics.get('parse_failure_rate', 0.0):.2f}%   "
-                 f"images: {int(metrics.get('num_images', 0))}")  # fmt: skip
+                 f"images: {int(metrics.get('num_images', 0))}   "
+                 f"coverage: {100 * metrics.get('coverage', 1.0):.2f}%")  # fmt: skip
     return "\n".join(lines)

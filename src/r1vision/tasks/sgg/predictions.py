@@ -10,12 +10,17 @@ Both become :class:`PredGraph` — triplets in emission order with boxes in *ori
   one-hot ``all_relation`` over ``["__background__"] + predicates``). ``relation_tuples`` is preferred;
   without it the graph is decoded. Entries R1-SGG inserts for unparsable answers (one box labelled 0,
   named ``"unknown"``) count as parse failures.
+
+Duplicate image ids: records that agree are collapsed; two *different* records for one image id are an
+error naming the id and both places — the same rule for a folder of shards, a ``.jsonl`` and a ``.json``
+file (a silent first-wins or last-wins rule changes R@50 depending on how the records were stored).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import math
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,46 +33,103 @@ Triplet = tuple[
 ]  # s_name, s_box, o_name, o_box, pred, s_id, o_id
 
 
+# Parser issues for which R1-SGG's gatherer (``sgg_gather_preds.py``) rejects the whole answer and stores
+# its placeholder (one box labelled 0 and a dummy relation): asserts on every box and id, ``json.loads`` of
+# the answer, ``resp["relationships"]`` and ``pred_rels[0]``.
+_R1SGG_REJECTS = frozenset(
+    {
+        "invalid_object",
+        "invalid_box",
+        "non_numeric_box",
+        "truncated_json",
+        "trailing_text",
+        "missing_relationships",
+        "invalid_relationships",
+    }
+)
+_DROPPED_RELATIONS = frozenset({"invalid_relation", "unknown_id"})
+
+
 @dataclass
 class PredGraph:
-    """Predicted relations of one image in emission order; ``error`` set when the answer did not parse."""
+    """Predicted relations (and objects) of one image in emission order, boxes in original pixels.
+
+    ``error`` is set when the answer did not parse; ``placeholder`` when R1-SGG's gatherer would have
+    replaced the answer by its placeholder (parse failures, no objects, an empty relationship list, ...),
+    which R1-SGG's evaluator scores as an image with recall 0.
+    """
 
     triplets: list[Triplet] = field(default_factory=list)
     error: str | None = None
+    objects: list[tuple[str, list[float]]] = field(default_factory=list)  # (name, box)
+    placeholder: bool = False
+
+
+def _jsonl(path: Path) -> Iterator[tuple[str, Any]]:
+    with path.open(encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    yield f"{path}:{n}", json.loads(line)
+                except ValueError as exc:
+                    raise ValueError(f"{path}:{n}: not a JSON line ({exc})") from None
+
+
+def _pairs_checked(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook``: a JSON object whose keys repeat keeps them all, so they can be reported."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: dict[str, Any] = {}
+        for k, v in pairs:
+            if k in seen and seen[k] != v:
+                raise ValueError(f"image id {k!r} appears twice with different predictions")
+            seen[k] = v
+    return out
 
 
 def read_predictions(path: str | Path) -> dict[str, dict[str, Any]]:
-    """Prediction records keyed by ``str(image_id)`` from a ``.jsonl`` (ours) or ``.json`` file (either)."""
+    """Prediction records keyed by ``str(image_id)`` from an ``r1vision infer`` folder, a ``.jsonl`` (ours)
+    or a ``.json`` file (ours, or R1-SGG's ``sgg_pred_results.json``). See the module docstring on
+    duplicates."""
     path = Path(path)
-    records: dict[str, dict[str, Any]] = {}
     if path.is_dir():  # an `r1vision infer` output folder of shards
-        from r1vision.generation.records import read_predictions as read_shards
-
-        for item in read_shards(path):
-            records[str(item.get("image_id", item.get("id", item["index"])))] = item
-        return records
-    text = path.read_text(encoding="utf-8")
-    if path.suffix == ".jsonl" or not text.lstrip().startswith(("{", "[")):
-        items = []
-        for n, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    items.append(json.loads(line))
-                except ValueError as exc:
-                    raise ValueError(f"{path}:{n}: not a JSON line ({exc})") from None
+        files = sorted(path.glob("*.jsonl"))
+        if not files:
+            raise FileNotFoundError(f"no prediction records (*.jsonl) in {path}")
+        items = (item for f in files for item in _jsonl(f))
     else:
-        data = json.loads(text)
-        if isinstance(data, dict) and not ("completion" in data and "id" in data):
-            return {
-                str(k): dict(v, image_id=v.get("image_id", k)) for k, v in data.items() if isinstance(v, dict)
-            }
-        items = data if isinstance(data, list) else [data]
-    for n, item in enumerate(items):
+        text = path.read_text(encoding="utf-8")
+        if path.suffix == ".jsonl" or not text.lstrip().startswith(("{", "[")):
+            items = _jsonl(path)
+        else:
+            data = json.loads(text, object_pairs_hook=_pairs_checked)
+            if isinstance(data, dict) and not ("completion" in data and "id" in data):
+                return {
+                    str(k): dict(v, image_id=v.get("image_id", k))
+                    for k, v in data.items()
+                    if isinstance(v, dict)
+                }
+            items = ((f"{path}[{n}]", x) for n, x in enumerate(data if isinstance(data, list) else [data]))
+    records: dict[str, dict[str, Any]] = {}
+    where: dict[str, str] = {}
+    for place, item in items:
         key = item.get("image_id", item.get("id", item.get("index"))) if isinstance(item, dict) else None
         if key is None:
-            raise ValueError(f"{path}: record {n} has no 'image_id'/'id'")
-        records[str(key)] = item  # later lines win: a resumed run may have re-written an image
+            raise ValueError(f"{place}: record has no 'image_id'/'id'")
+        key = str(key)
+        if key in records and _content(records[key]) != _content(item):
+            raise ValueError(
+                f"image id {key!r} has two different prediction records ({where[key]} and {place}); "
+                "remove one (a re-run that wrote the image again?)"
+            )
+        records.setdefault(key, item)
+        where.setdefault(key, place)
     return records
+
+
+def _content(record: dict[str, Any]) -> Any:
+    """What decides a record's score (bookkeeping such as ``index`` or timings may differ)."""
+    return {k: v for k, v in record.items() if k not in ("index", "seconds", "time", "rank")}
 
 
 def _size_of(value: Any) -> tuple[float, float] | None:
@@ -88,26 +150,37 @@ def from_completion(
     image_size: Sequence[float] | None = None,
     min_pixels: int | None = None,
     max_pixels: int | None = None,
+    r1sgg: bool = False,
 ) -> PredGraph:
-    """Parse a completion and map its boxes from the model frame to original pixels."""
+    """Parse a completion and map its boxes from the model frame to original pixels.
+
+    ``r1sgg=True`` maps 0-1000 boxes as R1-SGG's gatherer does (``int(v * size / 1000)``, unclipped).
+    """
     parsed = parse_scene_graph(text)
     if not parsed.ok:
-        return PredGraph(error=parsed.error)
+        return PredGraph(error=parsed.error, placeholder=True)
+    graph = parsed.graph
     frame = box_frame(model_family, original_size, image_size, min_pixels, max_pixels)
-    objs = {o.id: (o.name, frame.to_original(frame.clip(o.box))) for o in parsed.graph.objects}
+    if r1sgg and frame.kind == "norm1000":
+        sw, sh = frame.orig_width / 1000.0, frame.orig_height / 1000.0
+        objs = {
+            o.id: (o.name, [float(math.trunc(o.box[0] * sw)), float(math.trunc(o.box[1] * sh)),
+                            float(math.trunc(o.box[2] * sw)), float(math.trunc(o.box[3] * sh))])
+            for o in graph.objects
+        }  # fmt: skip
+    else:
+        objs = {o.id: (o.name, frame.to_original(frame.clip(o.box))) for o in graph.objects}
     triplets = [
-        (
-            objs[r.subject][0],
-            objs[r.subject][1],
-            objs[r.object][0],
-            objs[r.object][1],
-            r.predicate,
-            r.subject,
-            r.object,
-        )
-        for r in parsed.graph.relations
-    ]
-    return PredGraph(triplets)
+        (objs[r.subject][0], objs[r.subject][1], objs[r.object][0], objs[r.object][1], r.predicate, r.subject, r.object)
+        for r in graph.relations
+    ]  # fmt: skip
+    issues = set(parsed.issues)
+    placeholder = (
+        not graph.objects
+        or bool(issues & _R1SGG_REJECTS)
+        or (not graph.relations and not issues & _DROPPED_RELATIONS)  # an empty list: pred_rels[0] fails
+    )
+    return PredGraph(triplets, objects=list(objs.values()), placeholder=placeholder)
 
 
 def _is_box(value: Any) -> bool:
@@ -123,7 +196,14 @@ def from_r1sgg(entry: dict[str, Any], predicates: Sequence[str], objects: Sequen
     names = list(entry.get("names") or [])
     labels = list(entry.get("labels") or [])
     if names == ["unknown"] and labels in ([0], [0.0]):
-        return PredGraph(error="r1sgg_placeholder")
+        return PredGraph(error="r1sgg_placeholder", placeholder=True)
+    boxes_all = entry.get("boxes") or []
+    if not names:  # class indices into the vocabulary (1-based; 0 is background)
+        names = [objects[int(c) - 1] if 0 < int(c) <= len(objects) else "unknown" for c in labels
+                 if isinstance(c, (int, float))]  # fmt: skip
+    objects_out = [
+        (name_of(str(n)), [float(v) for v in b]) for n, b in zip(names, boxes_all, strict=False) if _is_box(b)
+    ]
     tuples = entry.get("relation_tuples")
     if tuples is not None:
         out = []
@@ -141,7 +221,7 @@ def from_r1sgg(entry: dict[str, Any], predicates: Sequence[str], objects: Sequen
                         o,
                     )
                 )
-        return PredGraph(out)
+        return PredGraph(out, objects=objects_out)
     graph = entry.get("graph") or {}
     boxes = graph.get("pred_boxes", entry.get("boxes")) or []
     classes = graph.get("pred_boxes_class", labels) or []
@@ -164,7 +244,7 @@ def from_r1sgg(entry: dict[str, Any], predicates: Sequence[str], objects: Sequen
             )  # fmt: skip
         except (TypeError, ValueError, IndexError):
             continue
-    return PredGraph(out)
+    return PredGraph(out, objects=objects_out)
 
 
 def to_pred_graph(
@@ -177,6 +257,7 @@ def to_pred_graph(
     image_size: Any = None,
     min_pixels: int | None = None,
     max_pixels: int | None = None,
+    r1sgg: bool = False,
 ) -> PredGraph:
     """Any prediction record (completion string, our record, R1-SGG entry) -> :class:`PredGraph`."""
     if isinstance(record, str):
@@ -198,4 +279,4 @@ def to_pred_graph(
     text = record["completion"]
     if not isinstance(text, str):
         text = str(text)
-    return from_completion(text, family, orig, resized, min_pixels, max_pixels)
+    return from_completion(text, family, orig, resized, min_pixels, max_pixels, r1sgg=r1sgg)
