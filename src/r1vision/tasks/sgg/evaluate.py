@@ -257,6 +257,8 @@ def evaluate_sgg(
                 r1sgg=is_compat,
             )  # fmt: skip
             n_failed += pred.error is not None
+            if is_compat and pred.placeholder:  # R1-SGG keeps nothing of such an answer but its placeholder
+                pred = PredGraph(error=pred.error, placeholder=True)
         if record is not None or not is_compat:  # R1-SGG's COCO evaluator sees the predicted images only
             ap_images.append(
                 (image_id, list(zip(gt_norm, boxes, strict=True)), [(norm_o(n), b) for n, b in pred.objects])

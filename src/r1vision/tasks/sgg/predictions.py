@@ -62,6 +62,7 @@ class PredGraph:
     triplets: list[Triplet] = field(default_factory=list)
     error: str | None = None
     objects: list[tuple[str, list[float]]] = field(default_factory=list)  # (name, box)
+    object_ids: list[str] = field(default_factory=list)  # parallel to ``objects``
     placeholder: bool = False
 
 
@@ -180,7 +181,7 @@ def from_completion(
         or bool(issues & _R1SGG_REJECTS)
         or (not graph.relations and not issues & _DROPPED_RELATIONS)  # an empty list: pred_rels[0] fails
     )
-    return PredGraph(triplets, objects=list(objs.values()), placeholder=placeholder)
+    return PredGraph(triplets, objects=list(objs.values()), object_ids=list(objs), placeholder=placeholder)
 
 
 def _is_box(value: Any) -> bool:
@@ -201,9 +202,9 @@ def from_r1sgg(entry: dict[str, Any], predicates: Sequence[str], objects: Sequen
     if not names:  # class indices into the vocabulary (1-based; 0 is background)
         names = [objects[int(c) - 1] if 0 < int(c) <= len(objects) else "unknown" for c in labels
                  if isinstance(c, (int, float))]  # fmt: skip
-    objects_out = [
-        (name_of(str(n)), [float(v) for v in b]) for n, b in zip(names, boxes_all, strict=False) if _is_box(b)
-    ]
+    kept = [(str(n), b) for n, b in zip(names, boxes_all, strict=False) if _is_box(b)]
+    objects_out = [(name_of(n), [float(v) for v in b]) for n, b in kept]
+    object_ids = [n for n, _ in kept]
     tuples = entry.get("relation_tuples")
     if tuples is not None:
         out = []
@@ -221,7 +222,7 @@ def from_r1sgg(entry: dict[str, Any], predicates: Sequence[str], objects: Sequen
                         o,
                     )
                 )
-        return PredGraph(out, objects=objects_out)
+        return PredGraph(out, objects=objects_out, object_ids=object_ids)
     graph = entry.get("graph") or {}
     boxes = graph.get("pred_boxes", entry.get("boxes")) or []
     classes = graph.get("pred_boxes_class", labels) or []
@@ -244,7 +245,7 @@ def from_r1sgg(entry: dict[str, Any], predicates: Sequence[str], objects: Sequen
             )  # fmt: skip
         except (TypeError, ValueError, IndexError):
             continue
-    return PredGraph(out, objects=objects_out)
+    return PredGraph(out, objects=objects_out, object_ids=object_ids)
 
 
 def to_pred_graph(

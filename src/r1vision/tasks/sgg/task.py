@@ -73,14 +73,31 @@ class SGGTask(Task):
         )
 
     def rewards(self, **kwargs: Any) -> list[RewardSpec]:
-        """``format``, ``node``, ``box``, ``edge``, ``edge_hard``; options of :func:`make_rewards`."""
+        """``format``, ``node``, ``box``, ``edge``, ``edge_hard`` (options of :func:`make_rewards`, e.g.
+        ``preset="r1sgg"``), or with ``reward_set="f1"`` the F1 set ``format``, ``node_f1``, ``edge_f1``
+        (:func:`f1_rewards`). From the CLI: ``--task_options '{"preset": "r1sgg"}'``."""
         family = kwargs.pop("model_family", None)
         if family is None:
             raise ValueError("SGG rewards need model_family (it fixes the box frame the model answers in)")
+        reward_set = kwargs.pop("reward_set", "graph")
+        if reward_set == "f1":
+            from r1vision.tasks.sgg.f1 import f1_rewards
+
+            allowed = {
+                "weights",
+                "strict_format",
+                "iou_threshold",
+                "min_pixels",
+                "max_pixels",
+                "require_think",
+            }
+            return f1_rewards(family, **{k: v for k, v in kwargs.items() if k in allowed})
+        if reward_set != "graph":
+            raise ValueError(f"reward_set={reward_set!r}; choose 'graph' (default) or 'f1'")
         allowed = {
             "weights", "strict_format", "require_think", "group_size", "warmup_steps", "warmup_rewards",
             "w_label", "w_giou", "w_l1", "iou_threshold", "object_similarity", "predicate_similarity",
-            "min_pixels", "max_pixels",
+            "min_pixels", "max_pixels", "preset", "box_iou_weight", "box_l1_weight",
         }  # fmt: skip
         return make_rewards(family, **{k: v for k, v in kwargs.items() if k in allowed})
 
@@ -126,7 +143,9 @@ class SGGTask(Task):
 
     def evaluate_files(self, gt: str, pred: str, split: str = "val", **kwargs: Any) -> EvalResult:
         """``r1vision eval sgg``: GT by Hub id or local copy (no images needed); predictions from
-        ``r1vision infer`` (folder or jsonl) or R1-SGG's ``sgg_pred_results.json``."""
+        ``r1vision infer`` (folder or jsonl) or R1-SGG's ``sgg_pred_results.json``. Option
+        ``export_r1sgg=PATH`` (``--options '{"export_r1sgg": "preds.json"}'``) also writes the predictions
+        in R1-SGG's format (:mod:`export`)."""
         records: list[dict[str, Any]] = []
         vocab = kwargs.get("vocab") or str(_local_vocab(gt) or self.default_vocab)
         metrics = evaluate_sgg(
@@ -140,6 +159,11 @@ class SGGTask(Task):
             split=split,
             records=records,
         )
+        if kwargs.get("export_r1sgg"):
+            from r1vision.tasks.sgg.export import export_r1sgg
+
+            export_r1sgg(gt, pred, kwargs["export_r1sgg"], vocab=vocab, model_family=kwargs.get("model_family"),
+                         min_pixels=kwargs.get("min_pixels"), max_pixels=kwargs.get("max_pixels"), split=split)  # fmt: skip
         return EvalResult(metrics=metrics, records=records)
 
 
