@@ -9,8 +9,8 @@ The definition is pycocotools' ``COCOeval`` for ``iouType="bbox"``, area range "
   made monotone and read at 101 recall points; categories without ground truth are left out;
 - ``AP`` is the mean over thresholds and categories, ``AP50``/``AP75`` at one threshold.
 
-Most (image, category) groups hold one detection or one ground-truth box; those are matched with array
-operations, the rest with a short loop vectorised over the ten thresholds.
+Each image is matched once for all categories (IoU is -1 across categories); when no box is wanted by two
+detections the greedy matching is a row maximum, otherwise a short loop vectorised over the thresholds.
 """
 
 from __future__ import annotations
@@ -42,26 +42,28 @@ def _iou(d: np.ndarray, g: np.ndarray) -> np.ndarray:
 
 
 def _match(ious: np.ndarray) -> np.ndarray:
-    """``matched[t, i]``: detection i (in rank order) takes a ground-truth box at threshold t."""
+    """``matched[t, i]``: detection i (in rank order) takes a ground-truth box at threshold t.
+
+    ``ious`` is -1 where a detection may not take a box (another category).
+    """
     n_det, n_gt = ious.shape
-    limits = np.minimum(THRESHOLDS, 1 - 1e-10)[:, None]
-    if n_gt == 1:  # the first detection above the threshold takes the only box
-        above = ious[:, 0][None, :] >= limits
-        first = np.argmax(above, axis=1)
-        out = np.zeros((len(THRESHOLDS), n_det), dtype=bool)
-        rows = np.flatnonzero(above.any(axis=1))
-        out[rows, first[rows]] = True
-        return out
-    if n_det == 1:
-        return (ious.max(axis=1)[None, :] >= limits).reshape(len(THRESHOLDS), 1)
+    limits = np.minimum(THRESHOLDS, 1 - 1e-10)
+    if n_gt == 0:
+        return np.zeros((len(THRESHOLDS), n_det), dtype=bool)
+    if (ious >= limits[0]).sum(axis=0).max() <= 1:
+        # no box is wanted by two detections: each detection gets its best box whenever it qualifies
+        return ious.max(axis=1)[None, :] >= limits[:, None]
     taken = np.zeros((len(THRESHOLDS), n_gt), dtype=bool)
     out = np.zeros((len(THRESHOLDS), n_det), dtype=bool)
+    rows = np.arange(len(THRESHOLDS))
     for i in range(n_det):
+        if ious[i].max() < limits[0]:
+            continue
         cand = np.where(taken, -1.0, ious[i][None, :])
         best = n_gt - 1 - np.argmax(cand[:, ::-1], axis=1)  # the last of equal IoUs, as pycocotools
-        ok = cand[np.arange(len(THRESHOLDS)), best] >= limits[:, 0]
+        ok = cand[rows, best] >= limits
         out[:, i] = ok
-        taken[np.flatnonzero(ok), best[ok]] = True
+        taken[rows[ok], best[ok]] = True
     return out
 
 
@@ -70,35 +72,42 @@ def box_ap(
 ) -> dict[str, float]:
     """``{"AP", "AP50", "AP75"}`` (fractions) of ``(image_id, ground truth, detections)`` triples, where
     both lists hold ``(category, [x1, y1, x2, y2])`` and detections are in rank order."""
-    n_gt: dict[str, int] = defaultdict(int)
-    det_hits: dict[str, list[tuple[str, np.ndarray]]] = defaultdict(list)  # cat -> [(image key, T x D)]
+    codes: dict[str, int] = {}
+    n_gt: dict[int, int] = defaultdict(int)
+    per_image = []  # (image key, category code per detection, T x D matched)
     for image_id, gts, dets in images:
-        by_cat_gt: dict[str, list[Box]] = defaultdict(list)
-        for cat, box in gts:
-            by_cat_gt[cat].append(box)
-        for cat, boxes in by_cat_gt.items():
-            n_gt[cat] += len(boxes)
-        by_cat_det: dict[str, list[Box]] = defaultdict(list)
-        for cat, box in dets:
-            if len(by_cat_det[cat]) < MAX_DETS:
-                by_cat_det[cat].append(box)
-        key = str(image_id)  # pycocotools orders images by np.unique of the (string) ids
-        for cat, boxes in by_cat_det.items():
-            if cat not in by_cat_gt:  # false positives (they count if the category has GT elsewhere)
-                det_hits[cat].append((key, np.zeros((len(THRESHOLDS), len(boxes)), dtype=bool)))
-                continue
-            d = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
-            g = np.asarray(by_cat_gt[cat], dtype=np.float64).reshape(-1, 4)
-            det_hits[cat].append((key, _match(_iou(d, g))))
+        g_cat = np.array([codes.setdefault(c, len(codes)) for c, _ in gts], dtype=np.int64)
+        for c in g_cat.tolist():
+            n_gt[c] += 1
+        d_cat = np.array([codes.setdefault(c, len(codes)) for c, _ in dets], dtype=np.int64)
+        if len(d_cat) > MAX_DETS:  # at most MAX_DETS per category: rank within the category
+            order = np.argsort(d_cat, kind="stable")
+            rank = np.empty(len(d_cat), dtype=np.int64)
+            starts = np.r_[0, np.flatnonzero(np.diff(d_cat[order])) + 1]
+            rank[order] = np.arange(len(d_cat)) - np.repeat(starts, np.diff(np.r_[starts, len(d_cat)]))
+            keep = rank < MAX_DETS
+            dets = [d for d, k in zip(dets, keep.tolist(), strict=True) if k]
+            d_cat = d_cat[keep]
+        if not len(d_cat):
+            continue
+        d = np.asarray([b for _, b in dets], dtype=np.float64).reshape(-1, 4)
+        g = np.asarray([b for _, b in gts], dtype=np.float64).reshape(-1, 4)
+        ious = np.where(d_cat[:, None] == g_cat[None, :], _iou(d, g), -1.0)
+        per_image.append((str(image_id), d_cat, _match(ious)))  # pycocotools sorts images by string id
     if not n_gt:
         return {"AP": 0.0, "AP50": 0.0, "AP75": 0.0}
+    per_image.sort(key=lambda x: x[0])
+    cats = np.concatenate([x[1] for x in per_image]) if per_image else np.zeros(0, dtype=np.int64)
+    matched = np.concatenate([x[2] for x in per_image], axis=1) if per_image else np.zeros((10, 0), bool)
+    order = np.argsort(cats, kind="stable")  # by category, keeping (image, rank) order inside each
+    cats, matched = cats[order], matched[:, order]
+    bounds = np.searchsorted(cats, np.arange(len(codes) + 1))
     eps = np.spacing(1)
     precision = np.zeros((len(THRESHOLDS), len(RECALL_POINTS), len(n_gt)))
     for k, cat in enumerate(sorted(n_gt)):
-        parts = [m for _, m in sorted(det_hits.get(cat, []), key=lambda x: x[0])]
-        if not parts:
+        tps = matched[:, bounds[cat] : bounds[cat + 1]]
+        if not tps.shape[1]:
             continue  # ground truth but no detection: precision 0 at every recall point
-        tps = np.concatenate(parts, axis=1)
         tp = np.cumsum(tps, axis=1, dtype=np.float64)
         fp = np.cumsum(~tps, axis=1, dtype=np.float64)
         recall = tp / n_gt[cat]

@@ -184,7 +184,14 @@ def from_completion(
     return PredGraph(triplets, objects=list(objs.values()), object_ids=list(objs), placeholder=placeholder)
 
 
+_NUMBERS = (int, float)
+
+
 def _is_box(value: Any) -> bool:
+    if type(value) is list and len(value) == 4:  # the common case, without a generator
+        a, b, c, d = value
+        if type(a) in _NUMBERS and type(b) in _NUMBERS and type(c) in _NUMBERS and type(d) in _NUMBERS:
+            return True
     return (
         isinstance(value, (list, tuple))
         and len(value) == 4
@@ -214,9 +221,9 @@ def from_r1sgg(entry: dict[str, Any], predicates: Sequence[str], objects: Sequen
                 out.append(
                     (
                         name_of(s),
-                        [float(v) for v in t[1]],
+                        t[1],  # checked by _is_box: four numbers (arrays convert them later)
                         name_of(o),
-                        [float(v) for v in t[3]],
+                        t[3],
                         str(t[-1]),
                         s,
                         o,
