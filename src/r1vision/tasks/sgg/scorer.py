@@ -86,22 +86,30 @@ def _codes(table: dict[str, int], labels: list[str] | tuple[str, ...]) -> np.nda
     return np.array([setdefault(x, len(table)) for x in labels], dtype=np.int64)
 
 
-def _geometry(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _lookup(table: dict[str, int], labels: list[str]) -> np.ndarray:
+    get = table.get
+    return np.array([get(x, -1) for x in labels], dtype=np.int64)
+
+
+def _geometry(a: np.ndarray, b: np.ndarray, area_b: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
     """IoU, GIoU and L1 matrices of boxes ``a`` (P x 4) and ``b`` (G x 4).
 
-    The operations of :func:`boxes.pairwise_iou_giou` and :func:`boxes.pairwise_l1` in the same order
-    (identical values), on column views and without ``errstate``: a third of the numpy calls.
+    The operations of :func:`boxes.pairwise_iou_giou` and :func:`boxes.pairwise_l1` on the same numbers
+    in the same order (identical values), with x and y handled together: half the numpy calls.
     """
-    a0, a1, a2, a3 = a[:, 0:1], a[:, 1:2], a[:, 2:3], a[:, 3:4]
-    b0, b1, b2, b3 = b[:, 0], b[:, 1], b[:, 2], b[:, 3]
-    lo_x, hi_x = np.minimum(a2, b2) - np.maximum(a0, b0), np.maximum(a2, b2) - np.minimum(a0, b0)
-    lo_y, hi_y = np.minimum(a3, b3) - np.maximum(a1, b1), np.maximum(a3, b3) - np.minimum(a1, b1)
-    inter = np.maximum(lo_x, 0.0) * np.maximum(lo_y, 0.0)
-    union = (a2 - a0) * (a3 - a1) + (b2 - b0) * (b3 - b1) - inter
-    iou = np.divide(inter, union, out=np.zeros_like(inter), where=union > 0)
-    hull = hi_x * hi_y
-    giou = iou - np.divide(hull - union, hull, out=np.zeros_like(hull), where=hull > 0)
-    l1 = np.abs(a0 - b0) + np.abs(a1 - b1) + np.abs(a2 - b2) + np.abs(a3 - b3)
+    lo, hi = a[:, None, :2], a[:, None, 2:]
+    blo, bhi = b[None, :, :2], b[None, :, 2:]
+    wh = np.maximum(np.minimum(hi, bhi) - np.maximum(lo, blo), 0.0)
+    inter = wh[..., 0] * wh[..., 1]
+    if area_b is None:
+        area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+    union = ((a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1]))[:, None] + area_b[None, :] - inter
+    # x / inf = 0 stands in for "0 where the denominator is not positive" (no warnings, same values)
+    iou = inter / np.where(union > 0, union, np.inf)
+    span = np.maximum(hi, bhi) - np.minimum(lo, blo)
+    hull = span[..., 0] * span[..., 1]
+    giou = iou - (hull - union) / np.where(hull > 0, hull, np.inf)
+    l1 = np.abs(a[:, None, :] - b[None, :, :]).sum(-1)
     return iou, giou, l1
 
 
@@ -125,6 +133,10 @@ class _GT:
     rel_p: tuple[str, ...]
     n_rel: int  # all GT relations, including ones naming unknown ids (they count in the denominator)
     f1_rels: frozenset  # {(s, normalised predicate, o)} for F1
+    name_codes: np.ndarray  # codes of ``norm`` in the scorer's GT label table
+    head_codes: np.ndarray  # codes of their head nouns (last word)
+    pred_codes: np.ndarray  # codes of the normalised predicates of the known relations
+    area: np.ndarray  # areas of ``scaled``
 
 
 class _LRU(OrderedDict):
@@ -172,6 +184,9 @@ class SGGScorer:
         self._gt = _LRU(max(64, cache_size // 4))
         self._scores = _LRU(cache_size)
         self._f1 = _LRU(cache_size)
+        # Codes of GT labels (names, " " + head nouns, "\0" + predicates: one table, no collisions);
+        # predicted labels are looked up, and absent ones get -1, which equals no GT code.
+        self._labels: dict[str, int] = {"": -2}
         self._warned = False
 
     # -- shared pieces ------------------------------------------------------------------------------------
@@ -223,11 +238,15 @@ class SGGScorer:
             scaled = boxes / lim
         index = {gid: i for i, gid in enumerate(gt.ids)}
         known = [(index[s], p, index[o]) for s, p, o in gt.relations if s in index and o in index]
+        norm = tuple(normalize_object(x) for x in gt.names)
+        if len(self._labels) > 200_000:  # GT vocabularies are small; this only bounds a pathological one
+            self._labels.clear()
+            self._gt.clear()
         value = _GT(
             frame=frame,
             n=n,
             names=gt.names,
-            norm=tuple(normalize_object(x) for x in gt.names),
+            norm=norm,
             boxes=boxes,
             scaled=scaled,
             rel_s=np.array([k[0] for k in known], dtype=np.int64),
@@ -236,6 +255,10 @@ class SGGScorer:
             n_rel=len(gt.relations),
             # only the F1 scores need it (they ask with sized=True)
             f1_rels=frozenset((s, normalize_predicate(p), o) for s, p, o in known) if sized else frozenset(),
+            name_codes=_codes(self._labels, norm),
+            head_codes=_codes(self._labels, [" " + _head(x) if x else "" for x in norm]),
+            pred_codes=_codes(self._labels, ["\0" + normalize_predicate(k[1]) for k in known]),
+            area=(scaled[:, 2] - scaled[:, 0]) * (scaled[:, 3] - scaled[:, 1]),
         )
         return self._gt.put(key, value)
 
@@ -245,14 +268,11 @@ class SGGScorer:
             from r1vision.tasks.sgg.labels import similarity_matrix
 
             return similarity_matrix(pred_names, list(gt.names), sim)
-        table: dict[str, int] = {}
-        same = _codes(table, pred_norm)[:, None] == _codes(table, list(gt.norm))[None, :]
+        same = _lookup(self._labels, pred_norm)[:, None] == gt.name_codes[None, :]
         if not sim.head_credit:
             return same.astype(np.float64)
-        heads: dict[str, int] = {"": -1}
-        hp = _codes(heads, [_head(x) for x in pred_norm])
-        hg = _codes(heads, [_head(x) for x in gt.norm])
-        head = (hp[:, None] == hg[None, :]) & (hp[:, None] >= 0)
+        hp = _lookup(self._labels, [" " + _head(x) if x else "" for x in pred_norm])
+        head = (hp[:, None] == gt.head_codes[None, :]) & (hp[:, None] >= 0)
         return np.where(same, 1.0, np.where(head, sim.head_credit, 0.0))
 
     # -- soft scores --------------------------------------------------------------------------------------
@@ -294,9 +314,11 @@ class SGGScorer:
             pred = np.array([o.box for o in graph.objects], dtype=np.float64)
             pred = np.minimum(np.maximum(pred, 0.0), lim) / lim  # BoxFrame.clip, then normalise
             label_sim = self._label_sim(pred_names, pred_norm, gt)
-            iou_m, giou_m, l1_m = _geometry(pred, gt.scaled)
+            iou_m, giou_m, l1_m = _geometry(pred, gt.scaled, gt.area)
             cost = self.w_label * (1.0 - label_sim) + self.w_giou * (1.0 - giou_m) + self.w_l1 * l1_m
-            rows, cols = linear_sum_assignment(np.nan_to_num(cost, nan=1e6, posinf=1e6))
+            if not math.isfinite(cost.sum()):  # only a plugged-in similarity can make it so
+                cost = np.nan_to_num(cost, nan=1e6, posinf=1e6)
+            rows, cols = linear_sum_assignment(cost)
             a, b = self.box_iou_weight, self.box_l1_weight
             node_sum = box_sum = 0.0
             for pi, gi, s, i, d in zip(
@@ -316,15 +338,16 @@ class SGGScorer:
         pred_index = {o.id: i for i, o in enumerate(graph.objects)}
         ps = np.array([pred_index[r.subject] for r in graph.relations], dtype=np.int64)
         po = np.array([pred_index[r.object] for r in graph.relations], dtype=np.int64)
-        table: dict[str, int] = {}
-        pp = _codes(table, [normalize_predicate(r.predicate) for r in graph.relations])
-        gp = _codes(table, [normalize_predicate(p) for p in gt.rel_p])
+        pp = _lookup(self._labels, ["\0" + normalize_predicate(r.predicate) for r in graph.relations])
+        gp = gt.pred_codes
         # soft: the best predicted predicate between the objects matched to a GT relation's ends
         ms, mo = match[gt.rel_s], match[gt.rel_o]
-        pair = (ps[:, None] == ms[None, :]) & (po[:, None] == mo[None, :]) & (ms >= 0) & (mo >= 0)
+        # ps/po are never -1, so equality with ms/mo already means both GT ends are matched
+        pair = (ps[:, None] == ms[None, :]) & (po[:, None] == mo[None, :])
+        same_p = pp[:, None] == gp[None, :]
         psim_default = type(self.predicate_sim) is LabelSimilarity and not self.predicate_sim.head_credit
         if psim_default and self.predicate_sim._norm is normalize_predicate:
-            best = (pair & (pp[:, None] == gp[None, :])).any(axis=0).astype(np.float64)
+            best = (pair & same_p).any(axis=0).astype(np.float64)
         else:
             psim = np.array([[self.predicate_sim(r.predicate, p) for p in gt.rel_p] for r in graph.relations])
             best = np.where(pair, psim, 0.0).max(axis=0)
@@ -333,15 +356,14 @@ class SGGScorer:
         for j in np.flatnonzero(best).tolist():
             soft += best[j] * qs[j] * qo[j]
         # hard: same normalised labels and both IoUs above the threshold
-        names = _codes(table, pred_norm)
-        gnames = _codes(table, list(gt.norm))
+        names = _lookup(self._labels, pred_norm)
         ok = iou_m >= self.iou_threshold
         hard = (
-            (names[ps][:, None] == gnames[gt.rel_s][None, :])
-            & (pp[:, None] == gp[None, :])
-            & (names[po][:, None] == gnames[gt.rel_o][None, :])
-            & ok[ps][:, gt.rel_s]
-            & ok[po][:, gt.rel_o]
+            same_p
+            & (names[ps][:, None] == gt.name_codes[gt.rel_s][None, :])
+            & (names[po][:, None] == gt.name_codes[gt.rel_o][None, :])
+            & ok[np.ix_(ps, gt.rel_s)]
+            & ok[np.ix_(po, gt.rel_o)]
         ).any(axis=0)
         n_rel = gt.n_rel
         return GraphScores(_unit(node), _unit(box), _unit(soft / n_rel), _unit(float(hard.sum()) / n_rel))
@@ -368,7 +390,7 @@ class SGGScorer:
             pred = np.minimum(
                 np.maximum(np.array([o.box for o in graph.objects], dtype=np.float64), 0.0), lim
             )
-            iou_m = np.nan_to_num(_geometry(pred / lim, gt.scaled)[0])
+            iou_m = np.nan_to_num(_geometry(pred / lim, gt.scaled, gt.area)[0])
             table: dict[str, int] = {}
             same = (
                 _codes(table, [normalize_object(o.name) for o in graph.objects])[:, None]
