@@ -9,7 +9,10 @@ second of this process (the latter is what one core delivers when the machine is
 Workloads: "distinct" gives every completion its own ground truth (issue 16's workload); "groups of 8"
 is GRPO's shape (8 completions per prompt share the ground truth, which is then converted once).
 
-    PYTHONPATH=src python benchmarks/bench_sgg_rewards.py [--n 200]
+    PYTHONPATH=src python benchmarks/bench_sgg_rewards.py [--n 200] [--compare-src OLD/src]
+
+``--compare-src`` also times another checkout's ``make_rewards`` (e.g. ``git archive 8605a90 src | tar -x
+-C /tmp/old``, the implementation before vectorisation) on the same cases, in a subprocess, same run.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import json
 import math
 import os
 import random
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -106,14 +111,10 @@ def _rate(run, n: int, rounds: int = 3) -> tuple[float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=200)
+    ap.add_argument("--compare-src", default=None, help="another checkout's src/ to time on the same cases")
     args = ap.parse_args()
-    rng = random.Random(0)
-    distinct = [make_case(rng) for _ in range(args.n)]
-    grouped = [  # a prompt's 8 completions: the same GT, 8 different answers
-        make_case(random.Random(g), pred_rng=random.Random(1000 * g + k))
-        for g in range((args.n + 7) // 8)
-        for k in range(8)
-    ][: args.n]
+    distinct = cases_for(args.n, "distinct")
+    grouped = cases_for(args.n, "groups of 8")  # a prompt's 8 completions: the same GT, 8 different answers
     assert len({t for t, _, _ in grouped}) == len(grouped)
 
     def ours(cases):
@@ -130,11 +131,13 @@ def main() -> None:
     def naive(cases):
         return lambda: [naive_scores(t, o, r, (800, 800)) for t, o, r in cases]
 
-    rows = []
+    rows, other = [], {}
     for label, cases in (("distinct", distinct), ("groups of 8", grouped)):
         base = _rate(naive(cases), len(cases), rounds=1)
         fast = _rate(ours(cases), len(cases))
         rows.append((label, base, fast))
+        if args.compare_src:
+            other[label] = _other_checkout(args.compare_src, args.n, label)
     load = os.getloadavg()[0]
     print(
         f"{args.n} completions, 20 objects / 30 relations each; load average {load:.1f} on {os.cpu_count()} cores"
@@ -145,6 +148,51 @@ def main() -> None:
     for label, base, fast in rows:
         print(f"| {label} | {base[0]:.0f} | {fast[0]:.0f} | {fast[0] / base[0]:.1f}x | {base[1]:.0f} | "
               f"{fast[1]:.0f} | {fast[1] / base[1]:.1f}x | >= 6000 /s per core |")  # fmt: skip
+    if other:
+        print(f"\nthe same cases with {args.compare_src} (a subprocess, same run):")
+        print(
+            "| workload | that checkout /s wall | this /s wall | ratio | that /s CPU | this /s CPU | ratio |"
+        )
+        print("|---|---|---|---|---|---|---|")
+        for label, _, fast in rows:
+            w, c = other[label]
+            print(f"| {label} | {w:.0f} | {fast[0]:.0f} | {fast[0] / w:.1f}x | {c:.0f} | {fast[1]:.0f} | "
+                  f"{fast[1] / c:.1f}x |")  # fmt: skip
+
+
+_OTHER = """
+import random, sys, time
+sys.path.insert(0, {bench!r})
+from bench_sgg_rewards import cases_for, _rate
+from r1vision.tasks.sgg.rewards import make_rewards
+cases = cases_for({n}, {label!r})
+texts, objs, rels = (list(x) for x in zip(*cases))
+cols = {{"objects": objs, "relationships": rels, "original_image_sizes": [[[800, 800]]] * len(cases)}}
+def run():
+    for spec in make_rewards("qwen2_vl"):
+        spec.func([None] * len(cases), texts, **cols)
+print(*_rate(run, len(cases)))
+"""
+
+
+def _other_checkout(src: str, n: int, label: str) -> tuple[float, float]:
+    code = _OTHER.format(bench=os.path.dirname(os.path.abspath(__file__)), n=n, label=label)
+    env = dict(os.environ, PYTHONPATH=src, OMP_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    wall, cpu = out.stdout.split()[-2:]
+    return float(wall), float(cpu)
+
+
+def cases_for(n: int, label: str) -> list[tuple[str, str, str]]:
+    """The benchmark's cases: ``label`` "distinct" or "groups of 8" (see the module docstring)."""
+    if label == "distinct":
+        rng = random.Random(0)
+        return [make_case(rng) for _ in range(n)]
+    return [
+        make_case(random.Random(g), pred_rng=random.Random(1000 * g + k))
+        for g in range((n + 7) // 8)
+        for k in range(8)
+    ][:n]
 
 
 if __name__ == "__main__":
