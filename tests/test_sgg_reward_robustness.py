@@ -60,12 +60,15 @@ def test_a_1mb_adversarial_completion_costs_under_100ms_per_reward(name):
         assert best < 0.1, (name, spec.name, best)
 
 
-def test_conversational_completions_nested_past_the_recursion_limit_score_zero():
-    deep: object = "<answer>" + json.dumps(GRAPH) + "</answer>"
+def test_conversational_completions_nested_past_the_recursion_limit_never_raise():
+    # This raised RecursionError in every SGG reward; the text is now extracted iteratively, so the
+    # nested answer scores what the flat one scores.
+    flat = "<answer>" + json.dumps(GRAPH) + "</answer>"
+    deep: object = flat
     for _ in range(5000):
         deep = [{"role": "assistant", "content": deep}]
     for spec in _all_rewards():
-        assert spec.func([None], [deep], **COLUMNS) == [0.0], spec.name
+        assert spec.func([None], [deep], **COLUMNS) == spec.func([None], [flat], **COLUMNS), spec.name
 
 
 def test_strict_format_accepts_r1sggs_fenced_answer_but_not_loose_text():

@@ -20,8 +20,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from r1vision.tasks.base import RewardFunc, RewardSpec
+from r1vision.tasks.common import column as _column
+from r1vision.tasks.common import named as _named
 from r1vision.tasks.sgg.parse import safe_text
-from r1vision.tasks.sgg.rewards import _column, _named, format_reward
+from r1vision.tasks.sgg.rewards import format_reward
 from r1vision.tasks.sgg.scorer import GraphF1, SGGScorer
 
 __all__ = ["F1_WEIGHTS", "GraphF1", "f1_rewards"]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import NamedTuple
 
-from r1vision.tasks.base import completion_text
+from r1vision.tasks.common import completion_text
 
 MAX_TEXT_CHARS = 200_000  # longer completions are cut before parsing, bounding the work per completion
 MAX_OBJECTS = 300

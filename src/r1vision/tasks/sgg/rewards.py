@@ -26,10 +26,15 @@ from typing import Any
 import numpy as np
 
 from r1vision.tasks.base import RewardFunc, RewardSpec
+from r1vision.tasks.common import column as _column
+from r1vision.tasks.common import named as _named
+from r1vision.tasks.common import unit as _unit
+from r1vision.tasks.group_filter import select_groups_by_std
 from r1vision.tasks.sgg.parse import ParseResult, find_block, parse_scene_graph, safe_text
-from r1vision.tasks.sgg.scorer import GraphScores, SGGScorer, _size, _unit
+from r1vision.tasks.sgg.scorer import GraphScores, SGGScorer, _size
 
-__all__ = ["GraphScores", "SGGScorer", "_size", "_unit"]  # re-exported: older imports name them here
+# re-exported: older imports name them here
+__all__ = ["GraphScores", "SGGScorer", "_column", "_named", "_size", "_unit", "select_groups_by_std"]
 
 # Issues meaning some emitted object or relation was dropped (as opposed to packaging problems).
 _CONTENT_ISSUES = {
@@ -81,19 +86,6 @@ def format_score(text: str, parsed: ParseResult, strict: bool = True, require_th
     if require_think and not parsed.has_think:
         score *= 0.5
     return float(score)
-
-
-def _column(kwargs: dict[str, Any], name: str, n: int) -> list[Any]:
-    value = kwargs.get(name)
-    if value is None:
-        return [None] * n
-    return list(value) + [None] * max(0, n - len(value))
-
-
-def _named(func: RewardFunc, name: str) -> RewardFunc:
-    func.__name__ = name
-    func.__qualname__ = name
-    return func
 
 
 def format_reward(
@@ -176,18 +168,6 @@ def with_warmup(func: RewardFunc, warmup_steps: int) -> RewardFunc:
         return [factor * v for v in func(prompts, completions, **kwargs)]
 
     return _named(reward, func.__name__)
-
-
-def select_groups_by_std(rewards: Sequence[float], group_size: int, keep: int | float) -> list[int]:
-    """Indices of the completions in the ``keep`` groups (count, or fraction if < 1) of highest reward std."""
-    arr = np.asarray(rewards, dtype=np.float64)
-    if group_size <= 0 or len(arr) % group_size:
-        raise ValueError(f"{len(arr)} rewards do not split into groups of {group_size}")
-    stds = arr.reshape(-1, group_size).std(axis=1)
-    n_groups = len(stds)
-    n_keep = int(math.ceil(keep * n_groups)) if isinstance(keep, float) and keep < 1 else int(keep)
-    order = np.argsort(-stds, kind="stable")[: max(0, min(n_keep, n_groups))]
-    return [int(g * group_size + k) for g in sorted(order.tolist()) for k in range(group_size)]
 
 
 DEFAULT_WEIGHTS = {"format": 1.0, "node": 1.0, "box": 1.0, "edge": 1.0, "edge_hard": 0.0}

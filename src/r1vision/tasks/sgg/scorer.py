@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from r1vision.tasks.common import unit as _unit
 from r1vision.tasks.sgg.boxes import BoxFrame, box_frame
 from r1vision.tasks.sgg.labels import LabelSimilarity, Similarity, normalize_object, normalize_predicate
 from r1vision.tasks.sgg.matching import gt_graph
@@ -70,11 +71,6 @@ def _size(entry: Any) -> tuple[float, float] | None:
         return (w, h) if w > 0 and h > 0 else None
     except (TypeError, IndexError, ValueError, KeyError):
         return None
-
-
-def _unit(x: float) -> float:
-    x = float(x)
-    return min(max(x, 0.0), 1.0) if math.isfinite(x) else 0.0
 
 
 def _f1(tp: int, n_pred: int, n_gt: int) -> float:

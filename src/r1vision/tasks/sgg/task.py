@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from r1vision.tasks.base import EvalResult, RewardSpec, Task
 from r1vision.tasks.sgg.categories import Vocabulary, load_vocabulary
@@ -23,6 +24,72 @@ def _local_vocab(source: str | Path) -> Path | None:
     return None
 
 
+def _help(text: str) -> dict[str, str]:
+    return {"help": text}
+
+
+@dataclass(frozen=True)
+class SGGOptions:
+    """Options of the ``sgg`` / ``sgg_psg`` tasks (``--task_options``)."""
+
+    prompt: Literal["open", "closed", "compact"] = field(
+        default="open", metadata=_help("open vocabulary, closed (lists the categories) or a one-line prompt")
+    )
+    think: bool = field(default=False, metadata=_help("ask for <think>...</think> before the answer"))
+    system: str | None = field(default=None, metadata=_help("system prompt"))
+    vocab: str | None = field(
+        default=None, metadata=_help("vg150, psg, synth or a JSON path (default: vocab.json beside the data)")
+    )
+    validate: bool = field(default=True, metadata=_help("check every row before training"))
+    limit: int | None = field(default=None, metadata=_help("use the first N rows"))
+    with_completion: bool | None = field(
+        default=None, metadata=_help("add SFT targets (default: when the family is known)")
+    )
+    weights: dict[str, float] | None = field(default=None, metadata=_help("reward name -> weight"))
+    strict_format: bool = field(default=True, metadata=_help("format reward: strict (True) or lenient"))
+    require_think: bool = field(default=False, metadata=_help("format reward: require <think>"))
+    group_size: int | None = field(
+        default=None, metadata=_help("per-reward group normalisation over groups of N")
+    )
+    warmup_steps: int = field(default=0, metadata=_help("linear warm-up of warmup_rewards over N steps"))
+    warmup_rewards: tuple[str, ...] = field(
+        default=("node", "box", "edge", "edge_hard"), metadata=_help("rewards that warm up")
+    )
+    w_label: float = field(default=1.0, metadata=_help("node matching: label-similarity weight"))
+    w_giou: float = field(default=1.0, metadata=_help("node matching: GIoU weight"))
+    w_l1: float = field(default=1.0, metadata=_help("node matching: L1 weight"))
+    iou_threshold: float = field(default=0.5, metadata=_help("IoU for a box to count as found"))
+    object_similarity: Any = field(default=None, metadata=_help("label similarity for objects (Python API)"))
+    predicate_similarity: Any = field(
+        default=None, metadata=_help("label similarity for predicates (Python API)")
+    )
+    compat: Literal["r1sgg"] | None = field(
+        default=None, metadata=_help("eval: reproduce R1-SGG's evaluator")
+    )
+    preset: Literal["default", "r1sgg"] | None = field(
+        default=None,
+        metadata=_help("reward settings by name: r1sgg = R1-SGG's weights 1/2/2/5, matching 1/2/5"),
+    )
+    reward_set: Literal["graph", "f1"] = field(
+        default="graph", metadata=_help("graph: format/node/box/edge/edge_hard; f1: format/node_f1/edge_f1")
+    )
+    box_iou_weight: float | None = field(default=None, metadata=_help("box reward: IoU weight (default 1)"))
+    box_l1_weight: float | None = field(
+        default=None, metadata=_help("box reward: exp(-L1) weight (default 1)")
+    )
+    export_r1sgg: str | None = field(
+        default=None, metadata=_help("eval: also write the predictions as R1-SGG's sgg_pred_results.json")
+    )
+
+
+_REWARD_OPTIONS = (
+    "weights", "strict_format", "require_think", "group_size", "warmup_steps", "warmup_rewards",
+    "w_label", "w_giou", "w_l1", "iou_threshold", "object_similarity", "predicate_similarity",
+    "min_pixels", "max_pixels", "preset", "box_iou_weight", "box_l1_weight",
+)  # fmt: skip
+_F1_OPTIONS = ("weights", "strict_format", "require_think", "iou_threshold", "min_pixels", "max_pixels")
+
+
 class SGGTask(Task):
     """Scene graphs on VG150 (default), PSG (``vocab="psg"``) or synthetic scenes (``vocab.json``).
 
@@ -34,6 +101,7 @@ class SGGTask(Task):
     name = "sgg"
     description = "scene-graph generation (VG150 / PSG / synthetic shapes): objects with boxes + relations"
     default_vocab = "vg150"
+    Options = SGGOptions
 
     def _vocab(self, source: str | Path | None, vocab: str | None) -> Vocabulary:
         if vocab is not None:
@@ -42,14 +110,15 @@ class SGGTask(Task):
         return load_vocabulary(str(local)) if local else load_vocabulary(self.default_vocab)
 
     def synth(self, out_dir: str | Path, n: int, seed: int = 0, split: str = "train", **kwargs: Any) -> Path:
-        """Synthetic shapes scenes (see :mod:`r1vision.synthetic.sgg`; ``preset="demo"`` for 84x84 grids)."""
-        from r1vision.synthetic.sgg import synth_sgg
+        """Synthetic shapes scenes (see :mod:`r1vision.tasks.sgg.synth`; ``preset="demo"`` for 84x84 grids)."""
+        from r1vision.tasks.sgg.synth import synth_sgg
 
         return synth_sgg(out_dir, n, seed=seed, split=split, **kwargs)
 
     def load(self, source: str | Path, split: str = "train", **kwargs: Any):
         """Trainer rows; ``prompt="closed"`` lists the vocabulary, ``prompt="compact"`` is a one-line
         instruction (:func:`compact_prompt`), ``think=True`` asks for <think> first."""
+        self.check_options(kwargs)
         ds, root = load_raw(source, split)
         if kwargs.get("validate", True):
             validate_rows(ds)
@@ -76,30 +145,15 @@ class SGGTask(Task):
         """``format``, ``node``, ``box``, ``edge``, ``edge_hard`` (options of :func:`make_rewards`, e.g.
         ``preset="r1sgg"``), or with ``reward_set="f1"`` the F1 set ``format``, ``node_f1``, ``edge_f1``
         (:func:`f1_rewards`). From the CLI: ``--task_options '{"preset": "r1sgg"}'``."""
+        self.check_options(kwargs)
         family = kwargs.pop("model_family", None)
         if family is None:
             raise ValueError("SGG rewards need model_family (it fixes the box frame the model answers in)")
-        reward_set = kwargs.pop("reward_set", "graph")
-        if reward_set == "f1":
+        if kwargs.pop("reward_set", "graph") == "f1":
             from r1vision.tasks.sgg.f1 import f1_rewards
 
-            allowed = {
-                "weights",
-                "strict_format",
-                "iou_threshold",
-                "min_pixels",
-                "max_pixels",
-                "require_think",
-            }
-            return f1_rewards(family, **{k: v for k, v in kwargs.items() if k in allowed})
-        if reward_set != "graph":
-            raise ValueError(f"reward_set={reward_set!r}; choose 'graph' (default) or 'f1'")
-        allowed = {
-            "weights", "strict_format", "require_think", "group_size", "warmup_steps", "warmup_rewards",
-            "w_label", "w_giou", "w_l1", "iou_threshold", "object_similarity", "predicate_similarity",
-            "min_pixels", "max_pixels", "preset", "box_iou_weight", "box_l1_weight",
-        }  # fmt: skip
-        return make_rewards(family, **{k: v for k, v in kwargs.items() if k in allowed})
+            return f1_rewards(family, **{k: v for k, v in kwargs.items() if k in _F1_OPTIONS})
+        return make_rewards(family, **{k: v for k, v in kwargs.items() if k in _REWARD_OPTIONS})
 
     def completion_text(self, row: dict[str, Any], **kwargs: Any) -> str:
         """SFT target of a raw row (needs ``model_family``; size from ``original_image_sizes`` or the image)."""
