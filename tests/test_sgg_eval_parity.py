@@ -299,3 +299,18 @@ def test_exported_predictions_read_back_to_the_same_metrics(tmp_path):
     for key in ("R@50", "mR@50", "ngR@50", "AP50", "num_images"):
         assert theirs[key] == pytest.approx(ours[key]), key
     assert ours["num_images"] == 2  # image 1 (recall 1) and the unparsable image 2 (recall 0)
+
+
+def test_cli_exports_r1sgg_format_through_task_options(tmp_path):
+    from r1vision.cli import main
+
+    gt = tmp_path / "gt.jsonl"
+    gt.write_text("".join(json.dumps(r) + "\n" for r in GT))
+    pred = tmp_path / "pred.json"
+    pred.write_text(json.dumps(PREDS))
+    out = tmp_path / "export" / "sgg_pred_results.json"
+    args = ["eval", "--task", "sgg", "--dataset", str(gt), "--pred", str(pred), "--split", "train"]
+    with pytest.warns(UserWarning, match="cover 5 of 6"):
+        assert main([*args, "--task_options", json.dumps({"export_r1sgg": str(out)})]) == 0
+    data = json.loads(out.read_text())
+    assert sorted(data) == ["a", "b", "c", "d", "f"] and data["c"]["names"] == ["unknown"]

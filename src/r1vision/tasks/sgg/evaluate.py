@@ -129,17 +129,24 @@ def _hit_matrix(gt: _GTSide, cands: list, compat: bool) -> np.ndarray:
     return hit
 
 
-def _recalled(hit: np.ndarray, k: int, compat: bool) -> np.ndarray:
-    """Mask of the GT relations recalled by the top-``k`` candidates of a hit matrix."""
-    top = hit[:k]
-    covered = top.any(axis=0)
-    if compat or not covered.any() or top.sum(axis=1).max() <= 1:
+def _recalled(hit: np.ndarray, ks: Sequence[int], compat: bool) -> dict[int, np.ndarray]:
+    """For each K, the mask of GT relations recalled by the top-K candidates of a hit matrix."""
+    n_gt = hit.shape[1]
+    if not hit.size:
+        return {k: np.zeros(n_gt, dtype=bool) for k in ks}
+    covered = hit.any(axis=0)
+    if compat or hit.sum(axis=1).max() <= 1:
         # compat: any one prediction may recall a GT relation (R1-SGG); a candidate hitting at most one
-        # GT relation makes the one-to-one matching trivial: every covered relation is recalled
-        return covered
-    rows, cols = linear_sum_assignment(-top.astype(np.float64))  # each prediction recalls at most one
-    out = np.zeros(top.shape[1], dtype=bool)
-    out[cols[top[rows, cols]]] = True
+        # GT relation makes the one-to-one matching trivial: a relation is recalled from its first hit on
+        first = np.where(covered, hit.argmax(axis=0), np.iinfo(np.int64).max)
+        return {k: first < k for k in ks}
+    out = {}
+    for k in ks:
+        top = hit[:k]
+        rows, cols = linear_sum_assignment(-top.astype(np.float64))  # each prediction recalls at most one
+        mask = np.zeros(n_gt, dtype=bool)
+        mask[cols[top[rows, cols]]] = True
+        out[k] = mask
     return out
 
 
@@ -329,10 +336,11 @@ def _evaluate(
         hit_all = _hit_matrix(_GTSide(gt_trips), ng[:needed], is_compat)
         hit_ng, hit_c = hit_all[:k_max], hit_all[positions]
         n_gt = len(gt_trips)
+        rec_c, rec_ng = _recalled(hit_c, ks, is_compat), _recalled(hit_ng, ks, is_compat)
         for k in ks:
             for mask, rec, zrec, table in (
-                (_recalled(hit_c, k, is_compat), recall[k], zs_recall[k], per_pred[k]),
-                (_recalled(hit_ng, k, is_compat), ng_recall[k], ng_zs_recall[k], ng_per_pred[k]),
+                (rec_c[k], recall[k], zs_recall[k], per_pred[k]),
+                (rec_ng[k], ng_recall[k], ng_zs_recall[k], ng_per_pred[k]),
             ):
                 rec.append(int(mask.sum()) / n_gt)
                 if n_zs:
