@@ -197,6 +197,15 @@ def test_duplicates_follow_one_rule_for_folder_and_single_file(tmp_path):
     for path in (folder, single):
         with pytest.raises(ValueError, match="image id 'c' has two different prediction records"):
             read_predictions(path)
+    r1 = tmp_path / "sgg_pred_results.json"  # R1-SGG's map: a repeated key is the same case
+    r1.write_text(
+        '{"c": {"relation_tuples": []}, "c": {"relation_tuples": [["a.1", [0, 0, 1, 1], "b.1", [0, 0, 1, 1], "on"]]}}'
+    )
+    with pytest.raises(ValueError, match="image id 'c' appears twice"):
+        read_predictions(r1)
+    r1.write_text('{"c": {"relation_tuples": []}, "d": {"relation_tuples": []}}')
+    lazy = read_predictions(r1)
+    assert sorted(lazy) == ["c", "d"] and lazy["c"] == {"relation_tuples": [], "image_id": "c"}
     same = tmp_path / "same.jsonl"  # an identical re-write is harmless and collapses
     same.write_text("".join(json.dumps(dict(recs[0], index=i)) + "\n" for i in range(2)))
     assert list(read_predictions(same)) == ["c"]

@@ -48,7 +48,7 @@ from r1vision.tasks.sgg.bbox_ap import box_ap
 from r1vision.tasks.sgg.categories import load_vocabulary, zero_shot_triplets
 from r1vision.tasks.sgg.labels import normalize_object, normalize_predicate
 from r1vision.tasks.sgg.matching import gt_graph
-from r1vision.tasks.sgg.predictions import PredGraph, read_predictions, to_pred_graph
+from r1vision.tasks.sgg.predictions import LazyEntries, PredGraph, read_predictions, to_pred_graph
 
 KS = (20, 50, 100)
 
@@ -276,7 +276,8 @@ def _evaluate(
         if len(predictions) != len(rows):
             raise ValueError(f"{len(predictions)} predictions for {len(rows)} GT rows")
         predictions = {str(r["image_id"]): p for r, p in zip(rows, predictions, strict=False)}
-    predictions = {str(k): v for k, v in dict(predictions).items()}
+    if not isinstance(predictions, LazyEntries):  # (that one decodes an image when asked for it)
+        predictions = {str(k): v for k, v in dict(predictions).items()}
     coverage = _coverage(rows, predictions)
     k_max = max(ks)
 

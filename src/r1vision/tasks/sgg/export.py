@@ -19,7 +19,7 @@ from typing import Any
 
 from r1vision.tasks.sgg.categories import load_vocabulary
 from r1vision.tasks.sgg.labels import normalize_object, normalize_predicate
-from r1vision.tasks.sgg.predictions import PredGraph, read_predictions, to_pred_graph
+from r1vision.tasks.sgg.predictions import LazyEntries, PredGraph, read_predictions, to_pred_graph
 
 
 def _placeholder(image_id: str, n_predicates: int) -> dict[str, Any]:
@@ -105,7 +105,8 @@ def export_r1sgg(
     objects, predicates = list(vocabulary.objects), list(vocabulary.predicates)
     if isinstance(predictions, (str, Path)):
         predictions = read_predictions(predictions)
-    predictions = {str(k): v for k, v in dict(predictions).items()}
+    if not isinstance(predictions, LazyEntries):
+        predictions = {str(k): v for k, v in dict(predictions).items()}
     out: dict[str, Any] = {}
     for row in _iter_gt(gt_rows, split):
         image_id = str(row["image_id"])

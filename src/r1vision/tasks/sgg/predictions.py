@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Sequence
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,19 +77,58 @@ def _jsonl(path: Path) -> Iterator[tuple[str, Any]]:
                     raise ValueError(f"{path}:{n}: not a JSON line ({exc})") from None
 
 
-def _pairs_checked(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """``object_pairs_hook``: a JSON object whose keys repeat keeps them all, so they can be reported."""
-    out = dict(pairs)
-    if len(out) != len(pairs):
-        seen: dict[str, Any] = {}
-        for k, v in pairs:
-            if k in seen and seen[k] != v:
-                raise ValueError(f"image id {k!r} appears twice with different predictions")
-            seen[k] = v
-    return out
+_SPACE = re.compile(r"\s*")
 
 
-def read_predictions(path: str | Path) -> dict[str, dict[str, Any]]:
+class LazyEntries(Mapping):
+    """R1-SGG's gathered JSON object (image id -> entry), decoded one image at a time on access.
+
+    At VG150-val size the file holds ~10 KB of text per image; decoded all at once as Python lists and
+    floats it takes ~5x that. Reading checks the syntax and the duplicate-id rule once, keeping only each
+    entry's span of the text.
+    """
+
+    def __init__(self, text: str, source: str) -> None:
+        self._text = text
+        self._spans: dict[str, tuple[int, int]] = {}
+        self.other_keys: set[str] = set()  # keys whose value is not an object (then it is one record)
+        decoder, ws = json.JSONDecoder(), _SPACE.match
+        i = ws(text, text.index("{") + 1).end()
+        while i < len(text) and text[i] != "}":
+            if text[i] != '"':
+                raise ValueError(f"{source}: expected an image id at character {i}")
+            key, i = json.decoder.scanstring(text, i + 1)
+            i = ws(text, i).end()
+            if text[i : i + 1] != ":":
+                raise ValueError(f"{source}: expected ':' after image id {key!r}")
+            i = ws(text, i + 1).end()
+            value, end = decoder.raw_decode(text, i)
+            if isinstance(value, dict):
+                if key in self._spans and text[slice(*self._spans[key])] != text[i:end]:
+                    raise ValueError(f"image id {key!r} appears twice with different predictions in {source}")
+                self._spans.setdefault(key, (i, end))
+            else:
+                self.other_keys.add(key)
+            del value
+            i = ws(text, end).end()
+            if text[i : i + 1] == ",":
+                i = ws(text, i + 1).end()
+            elif text[i : i + 1] != "}":
+                raise ValueError(f"{source}: expected ',' or '}}' at character {i}")
+
+    def __getitem__(self, key: str) -> dict[str, Any]:
+        start, end = self._spans[key]
+        value = json.loads(self._text[start:end])
+        return dict(value, image_id=value.get("image_id", key))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._spans)
+
+    def __len__(self) -> int:
+        return len(self._spans)
+
+
+def read_predictions(path: str | Path) -> Mapping[str, dict[str, Any]]:
     """Prediction records keyed by ``str(image_id)`` from an ``r1vision infer`` folder, a ``.jsonl`` (ours)
     or a ``.json`` file (ours, or R1-SGG's ``sgg_pred_results.json``). See the module docstring on
     duplicates."""
@@ -103,13 +143,11 @@ def read_predictions(path: str | Path) -> dict[str, dict[str, Any]]:
         if path.suffix == ".jsonl" or not text.lstrip().startswith(("{", "[")):
             items = _jsonl(path)
         else:
-            data = json.loads(text, object_pairs_hook=_pairs_checked)
-            if isinstance(data, dict) and not ("completion" in data and "id" in data):
-                return {
-                    str(k): dict(v, image_id=v.get("image_id", k))
-                    for k, v in data.items()
-                    if isinstance(v, dict)
-                }
+            head = text.lstrip()
+            lazy = LazyEntries(text, str(path)) if head.startswith("{") else None
+            if lazy is not None and not {"completion", "id"} <= lazy.other_keys:
+                return lazy  # R1-SGG's gathered file: image id -> entry
+            data = json.loads(text)
             items = ((f"{path}[{n}]", x) for n, x in enumerate(data if isinstance(data, list) else [data]))
     records: dict[str, dict[str, Any]] = {}
     where: dict[str, str] = {}
