@@ -121,6 +121,9 @@ class LazyEntries(Mapping):
         value = json.loads(self._text[start:end])
         return dict(value, image_id=value.get("image_id", key))
 
+    def __contains__(self, key: object) -> bool:  # Mapping's default would decode the entry
+        return key in self._spans
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._spans)
 
