@@ -3,8 +3,8 @@
 Completions arrive as plain strings or as TRL conversational lists (``[{"role": "assistant", "content": ...}]``
 where ``content`` is a string or a list of ``{"type": "text", "text": ...}`` parts). The SVG is the first
 ``<svg …>`` element up to its *matching* ``</svg>`` (nested ``<svg>`` elements are balanced), wherever it sits:
-Markdown fences, prose before or after and an XML prolog are all ignored. Everything here is linear-time
-regex scanning, safe on hostile text.
+Markdown fences, prose before or after and an XML prolog are all ignored. Everything here is one
+linear-time pass, safe on hostile text (benchmarks and ``tests/test_svg_linear.py``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from typing import Any
 
 # `<svg` followed by whitespace, `>` or `/` (so `<svgfoo>` is not an SVG), with an optional namespace prefix.
 _OPEN_OR_CLOSE = re.compile(r"<(/?)(?:[A-Za-z_][\w.-]*:)?svg(?=[\s>/])", re.IGNORECASE)
-_TAG_END = re.compile(r"(/?)>")
 
 
 def completion_text(completion: Any) -> str:
@@ -40,31 +39,36 @@ def find_svg(text: str) -> tuple[str | None, str | None]:
 
     ``reason`` is ``"no_svg"`` when no ``<svg`` tag appears and ``"truncated"`` when the first one is never
     closed (typically a completion cut at ``max_completion_length``).
+
+    One left-to-right pass: the end of each tag is the next ``>``, and because tags are visited in order,
+    the position of that ``>`` only moves forward (it is looked up again only once a tag starts past it).
+    Thousands of unclosed ``<svg `` tokens therefore cost one scan, not one scan each.
     """
-    first = _OPEN_OR_CLOSE.search(text)
-    while first is not None and first.group(1):  # a stray `</svg>` before any opening tag
-        first = _OPEN_OR_CLOSE.search(text, first.end())
-    if first is None:
+    if not isinstance(text, str):
         return None, "no_svg"
-    start = first.start()
-    end_of_open = _TAG_END.search(text, first.end())
-    if end_of_open is None:
-        return None, "truncated"
-    if end_of_open.group(1):  # self-closing `<svg ... />`
-        return text[start : end_of_open.end()], None
-    depth = 1
-    pos = end_of_open.end()
-    for match in _OPEN_OR_CLOSE.finditer(text, pos):
-        tag_end = _TAG_END.search(text, match.end())
-        if tag_end is None:
-            return None, "truncated"
-        if match.group(1):
-            depth -= 1
-        elif not tag_end.group(1):
-            depth += 1
+    gt = -1  # position of the next `>` at or after the current tag, -1 before the first lookup
+    depth = 0
+    start = 0
+    for match in _OPEN_OR_CLOSE.finditer(text):
+        if depth == 0 and match.group(1):  # a stray `</svg>` before any opening tag
+            continue
+        if gt < match.end():
+            gt = text.find(">", match.end())
+            if gt < 0:  # no `>` anywhere after this tag: nothing after it can close either
+                return None, "truncated"
+        self_closing = text[gt - 1] == "/"
         if depth == 0:
-            return text[start : tag_end.end()], None
-    return None, "truncated"
+            start = match.start()
+            if self_closing:
+                return text[start : gt + 1], None
+            depth = 1
+        elif match.group(1):
+            depth -= 1
+            if depth == 0:
+                return text[start : gt + 1], None
+        elif not self_closing:
+            depth += 1
+    return (None, "no_svg") if depth == 0 else (None, "truncated")
 
 
 def extract_svg(completion: Any) -> str | None:
