@@ -46,9 +46,10 @@ def test_compare_identical_is_max():
 
 
 def test_compare_pixel_hand_value():
-    # ink of the grey square is r = 127/255 of the black one everywhere (blur is linear):
+    # ink (difference from the white canvas, less the 8-grey-level dead zone) of the grey square is
+    # r = (127 - 8) / (255 - 8) of the black one everywhere (blur is linear):
     # 2<A, rA> / (|A|^2 + r^2 |A|^2) = 2r / (1 + r^2)
-    r = 127 / 255
+    r = (127 - 8) / (255 - 8)
     assert compare(_square(), _square(value=128))["pixel"] == pytest.approx(2 * r / (1 + r * r), abs=1e-5)
     # mse: 24*24 pixels differ by 128/255 in all three channels
     assert compare(_square(), _square(value=128))["mse"] == pytest.approx(

@@ -29,6 +29,7 @@ from scipy import ndimage
 # SSIM constants for data range 1 (Wang et al. 2004, as scikit-image's defaults).
 _C1, _C2 = 0.01**2, 0.03**2
 _WIN = 7
+_DEAD_ZONE = 8 / 255
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,9 @@ class Prepared:
 def _ink(rgb: np.ndarray, background: np.ndarray) -> np.ndarray:
     img = rgb.astype(np.float32) * np.float32(1 / 255)
     ink = np.abs(img - background.astype(np.float32)).max(axis=2)
+    # A dead zone of a few grey levels: anti-aliasing and colour rounding of a canvas fill must not read as
+    # faint ink everywhere (two such pages would "overlap" on the whole canvas).
+    ink = np.maximum(ink - np.float32(_DEAD_ZONE), 0.0)
     # The outer pixel row/column is often a rounding strip of the aspect-fit canvas: never ink.
     ink[[0, -1], :] = 0.0
     ink[:, [0, -1]] = 0.0
@@ -101,8 +105,11 @@ def _moments(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def background_colour(rgb: np.ndarray) -> np.ndarray:
-    """The canvas colour of a figure: the per-channel median of its one-pixel border, in [0, 1]."""
-    border = np.concatenate([rgb[0], rgb[-1], rgb[:, 0], rgb[:, -1]]).astype(np.float32)
+    """The canvas colour of a figure: the per-channel median of a one-pixel ring two pixels inside the
+    border (the outermost pixels of a full-canvas fill are anti-aliased against white), in [0, 1]."""
+    h, w = rgb.shape[:2]
+    y0, y1, x0, x1 = min(2, h - 1), max(h - 3, 0), min(2, w - 1), max(w - 3, 0)
+    border = np.concatenate([rgb[y0], rgb[y1], rgb[:, x0], rgb[:, x1]]).astype(np.float32)
     return np.median(border, axis=0) / 255.0
 
 
