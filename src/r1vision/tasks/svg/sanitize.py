@@ -225,7 +225,9 @@ def _expanded_size(root, limits: SanitizeLimits) -> tuple[str, str] | None:
 
     def deps(el):
         tag = _local(el.tag) if isinstance(el.tag, str) else ""
-        out = [] if tag in _NOT_DRAWN else list(el)
+        # A <defs>/<marker>/... child is skipped where it stands; reached through a reference, its own
+        # children count in full.
+        out = [c for c in el if not (isinstance(c.tag, str) and _local(c.tag) in _NOT_DRAWN)]
         targets = []
         if tag == "use":
             href = (el.get("href") or el.get(_XLINK_HREF) or "").strip()
