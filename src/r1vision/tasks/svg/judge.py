@@ -328,11 +328,11 @@ def _post(
     cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     conn = cls(parts.hostname, parts.port, timeout=remaining)
     expired = threading.Event()
+    sockets: list[socket.socket] = []  # the response keeps reading the socket after conn drops it
 
     def abort() -> None:
         expired.set()
-        sock = conn.sock
-        if sock is not None:
+        for sock in sockets or ([conn.sock] if conn.sock is not None else []):
             try:
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
@@ -343,6 +343,10 @@ def _post(
     timer.start()
     try:
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        conn.connect()
+        sockets.append(conn.sock)
+        if expired.is_set():
+            raise _Retryable("deadline")
         conn.request("POST", path, body=body, headers=headers)
         response = conn.getresponse()
         length = response.getheader("Content-Length")
