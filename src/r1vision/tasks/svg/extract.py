@@ -17,21 +17,29 @@ _OPEN_OR_CLOSE = re.compile(r"<(/?)(?:[A-Za-z_][\w.-]*:)?svg(?=[\s>/])", re.IGNO
 
 
 def completion_text(completion: Any) -> str:
-    """The text of a completion: a string, a message list, a message dict or a list of content parts."""
-    if completion is None:
-        return ""
-    if isinstance(completion, str):
-        return completion
-    if isinstance(completion, dict):
-        if "content" in completion:
-            return completion_text(completion["content"])
-        if completion.get("type") == "text":
-            return str(completion.get("text") or "")
-        return ""
-    if isinstance(completion, (list, tuple)):
-        # A message list: the assistant turns; a content-part list: the text parts.
-        return "".join(completion_text(item) for item in completion)
-    return str(completion)
+    """The text of a completion: a string, a message list, a message dict or a list of content parts.
+
+    Iterative (a list nested past the recursion limit is just text to skip, not a ``RecursionError``).
+    """
+    parts: list[str] = []
+    stack = [completion]
+    while stack:
+        item = stack.pop()
+        if item is None:
+            continue
+        if isinstance(item, str):
+            parts.append(item)
+        elif isinstance(item, dict):
+            if "content" in item:
+                stack.append(item["content"])
+            elif item.get("type") == "text":
+                parts.append(str(item.get("text") or ""))
+        elif isinstance(item, (list, tuple)):
+            # A message list: the assistant turns; a content-part list: the text parts (in order).
+            stack.extend(reversed(item))
+        else:
+            parts.append(str(item))
+    return "".join(parts)
 
 
 def find_svg(text: str) -> tuple[str | None, str | None]:

@@ -278,13 +278,13 @@ class RenderPool:
             texts: dict[int, str] = {}
             for i, item in enumerate(svgs):
                 w = widths[i] if i < len(widths) else 0
-                results[i] = self._precheck(item, w, heights[i] if i < len(heights) else 0)
+                results[i], svg = self._precheck(item, w, heights[i] if i < len(heights) else 0)
                 gt = gts[i] if results[i] is None and gts is not None and i < len(gts) else None
                 if gt is not None and getattr(gt[1], "shape", None) != (int(heights[i]), int(w), 3):
                     results[i] = RenderResult(None, BAD_SIZE, "ground truth does not match the canvas")
                 if results[i] is None:
                     queue.append(i)
-                    texts[i] = find_svg(completion_text(item))[0] or ""
+                    texts[i] = svg
             if queue:
                 with self._lock:
                     self._check_pid()
@@ -299,25 +299,26 @@ class RenderPool:
             self.counts.update("ok" if r.ok else str(r.reason) for r in results)
         return results  # type: ignore[return-value]
 
-    def _precheck(self, item: Any, width: int, height: int) -> RenderResult | None:
-        """Failures decided without a worker (no SVG, oversized text, invalid output size)."""
+    def _precheck(self, item: Any, width: int, height: int) -> tuple[RenderResult | None, str]:
+        """``(failure, "")`` when decided without a worker (no SVG, oversized text, invalid output size),
+        else ``(None, svg)``. Linear in the text, which is capped first."""
         try:
             w, h = int(width), int(height)
         except (TypeError, ValueError):
-            return RenderResult(None, BAD_SIZE, f"{width}x{height}")
+            return RenderResult(None, BAD_SIZE, f"{width}x{height}"), ""
         if not (0 < w <= self.max_side and 0 < h <= self.max_side):
-            return RenderResult(None, BAD_SIZE, f"{w}x{h} outside 1..{self.max_side}")
+            return RenderResult(None, BAD_SIZE, f"{w}x{h} outside 1..{self.max_side}"), ""
         text = completion_text(item)
         if len(text) > 4 * self.limits.max_bytes:
-            return RenderResult(None, TOO_LARGE, f"{len(text)} characters")
+            return RenderResult(None, TOO_LARGE, f"{len(text)} characters"), ""
         if declares_entities(text):  # checked on the whole text: extraction would drop the prolog
-            return RenderResult(None, DTD, "DOCTYPE internal subsets and <!ENTITY> are forbidden")
+            return RenderResult(None, DTD, "DOCTYPE internal subsets and <!ENTITY> are forbidden"), ""
         svg, reason = find_svg(text)
         if svg is None:
-            return RenderResult(None, reason)
+            return RenderResult(None, reason), ""
         if len(svg) > self.limits.max_bytes:
-            return RenderResult(None, TOO_LARGE, f"more than {self.limits.max_bytes} bytes")
-        return None
+            return RenderResult(None, TOO_LARGE, f"more than {self.limits.max_bytes} bytes"), ""
+        return None, svg
 
     def _run(self, queue, job: _Job, results, timeout_s: float) -> None:
         start_failures = 0
