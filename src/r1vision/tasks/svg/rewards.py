@@ -127,6 +127,7 @@ class SVGScorer:
         self._pool = pool
         self._gt: OrderedDict[tuple, np.ndarray | None] = OrderedDict()
         self._scores: OrderedDict[tuple, dict[str, Any]] = OrderedDict()
+        self._recent: OrderedDict[int, tuple[Any, np.ndarray, str]] = OrderedDict()
         self._lock = threading.RLock()
         self.failures: Counter[str] = Counter()
 
@@ -136,6 +137,28 @@ class SVGScorer:
 
     def ground_truth(self, image: Any = None, svg: str | None = None) -> tuple[np.ndarray | None, str]:
         """The ground-truth figure at comparison size and its cache key; ``(None, "")`` if unavailable."""
+        # GRPO repeats the same image object for every completion of a prompt: remember the last few objects
+        # (holding a reference, so an id is never reused while cached) to skip decoding and hashing them.
+        if image is not None and not isinstance(image, str):
+            with self._lock:
+                seen = self._recent.get(id(image))
+            if seen is not None and seen[0] is image:
+                return seen[1], seen[2]
+        result = self._ground_truth(image, svg)
+        if image is not None and not isinstance(image, str) and result[0] is not None:
+            with self._lock:
+                self._recent[id(image)] = (image, *result)
+                while len(self._recent) > 64:
+                    self._recent.popitem(last=False)
+        return result
+
+    def _ground_truth(self, image: Any, svg: str | None) -> tuple[np.ndarray | None, str]:
+        if isinstance(image, str) and os.path.isfile(image):  # a path: the key needs no decoding
+            cache_key = ("img", f"{os.path.abspath(image)}:{os.path.getmtime(image)}", self.config.size)
+            with self._lock:
+                if cache_key in self._gt:
+                    self._gt.move_to_end(cache_key)
+                    return self._gt[cache_key], cache_key[1]
         try:
             loaded = _to_rgb(image)
         except Exception:
