@@ -161,8 +161,11 @@ def main() -> None:
         "--table-sizes", default="256,512", help="canvas sizes of the damage table ('' = none)"
     )
     parser.add_argument("--table-figures", type=int, default=12)
+    parser.add_argument("--n", type=int, default=0, help="total completions (sets --figures = n / group)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON too")
     args = parser.parse_args()
+    if args.n:
+        args.figures = max(1, args.n // args.group)
     load = os.getloadavg()[0]
     gts, groups = make_batch(args.figures, args.group)
     sizes = [canvas_size(w, h, args.size) for _, w, h in gts]
