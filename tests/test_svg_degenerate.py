@@ -134,3 +134,18 @@ def test_worker_scores_equal_in_process_math(figures):
     )
     expected = compare(gt.image, pred.image)
     assert scored.image is None and scored.scores == pytest.approx(expected, abs=1e-6)
+
+
+def test_worker_missing_a_ground_truth_asks_for_it_again():
+    """The parent's mirror of a worker's ground-truth cache can be wrong; the worker then answers need_gt."""
+    from r1vision.tasks.svg.render import RenderPool
+
+    svg = f'<svg {NS} width="40" height="30"><rect x="5" y="5" width="20" height="10"/></svg>'
+    with RenderPool(workers=1) as pool:
+        gt = pool.render(svg, 40, 30).image
+        pool.start()
+        pool._workers[0].gts["never-sent"] = None  # the mirror believes the worker has it
+        (result,) = pool.render_many(
+            [svg], 40, 30, gts=[("never-sent", gt)], score=RewardConfig().compare_fields()
+        )
+    assert result.ok and result.scores["pixel"] == pytest.approx(1.0)
