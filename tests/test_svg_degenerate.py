@@ -39,7 +39,11 @@ def test_degenerate_outputs_never_beat_a_real_attempt(figures):
     scorer = SVGScorer(pool=default_pool())
     for k, (gt, _, _) in enumerate(figures):
         values = dict(
-            zip(KINDS, _visual(scorer, gt, [degrade(gt, kind, random.Random(k)) for kind in KINDS]))
+            zip(
+                KINDS,
+                _visual(scorer, gt, [degrade(gt, kind, random.Random(k)) for kind in KINDS]),
+                strict=True,
+            )
         )
         assert values["identical"] == pytest.approx(1.0, abs=1e-3)
         assert max(values[d] for d in DEGENERATE) < min(values[r] for r in REAL), values
@@ -97,7 +101,7 @@ def test_default_canvas_separates_real_damage(figures):
     kinds = ("identical", *REAL, "one box", "blank")
     for k, (gt, _, _) in enumerate(figures):
         for kind, value in zip(
-            kinds, _visual(scorer, gt, [degrade(gt, kind, random.Random(k)) for kind in kinds])
+            kinds, _visual(scorer, gt, [degrade(gt, kind, random.Random(k)) for kind in kinds]), strict=True
         ):
             means.setdefault(kind, []).append(value)
     means = {kind: float(np.mean(v)) for kind, v in means.items()}

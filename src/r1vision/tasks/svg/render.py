@@ -426,8 +426,7 @@ class _Job:
 
     def __init__(self, texts, widths, heights, gts, score) -> None:
         self.texts, self.widths, self.heights, self.gts, self.score = texts, widths, heights, gts, score
-        self.extras = self.image = False
-        self.force_gt: set[int] = set()
+        self.extras, self.image, self.force_gt = False, False, set()
 
     def request(self, i: int, w: int, h: int, worker: _Worker) -> tuple[dict[str, Any], bytes]:
         header: dict[str, Any] = {"id": i, "w": w, "h": h}
@@ -435,13 +434,10 @@ class _Job:
         gt = self.gts[i] if i < len(self.gts) else None
         if self.score is None or gt is None:
             return header, svg
-        key, image = gt
-        if image.shape != (h, w, 3):
-            raise ValueError(f"ground truth {image.shape} does not match the canvas {w}x{h}")
+        key, image = gt  # shapes were checked in render_many
         pixels = worker.gt_pixels(str(key), image, i in self.force_gt)
-        header |= {"score": self.score, "gt": str(key), "gt_len": len(pixels)}
-        header |= {"extras": self.extras, "image": self.image}
-        return header, pixels + svg
+        header |= {"score": self.score, "gt": str(key), "gt_len": len(pixels), "extras": self.extras}
+        return header | {"image": self.image}, pixels + svg
 
 
 # ----------------------------------------------------------------------------------------------- default pool
