@@ -37,6 +37,7 @@ def _inside(payload_token: str) -> str:
 HOSTILE = {
     "open svg": _fill("<svg ", MB),
     "open svg after one": "<svg>" + _fill("<svg ", MB),
+    "open svg, one > at the end": "<svg>" + _fill("<svg ", MB - 6) + ">",
     "stray closers": _fill("</svg>", MB),
     "doctype": _fill("<!DOCTYPE", MB),
     "doctype bracket far": _fill("<!DOCTYPE a", MB - 1) + "[",
