@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import re
 
-from r1vision.synthetic.svg import WORDS, figure_svg
+from r1vision.tasks.svg.synth import WORDS, figure_svg
 
 KINDS = ("identical", "labels wrong", "jitter +-8", "75% boxes dropped", "one box", "canvas colour", "blank")
 _NODE = re.compile(r"^  <(rect|circle|ellipse) [^\n]*\n  <text [^\n]*$", re.MULTILINE)

@@ -17,7 +17,9 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
+from r1vision.vision.family import FAMILIES as FAMILY_INFO
+
+FAMILIES = tuple(FAMILY_INFO)
 
 SPECIAL_TOKENS = [
     "<|endoftext|>",
@@ -160,8 +162,8 @@ def _configs(
             hidden_size=hidden,
             num_heads=2,
             mlp_ratio=2,
-            patch_size=14,
-            spatial_merge_size=2,
+            patch_size=FAMILY_INFO[family].patch_size,
+            spatial_merge_size=FAMILY_INFO[family].merge_size,
             temporal_patch_size=2,
             in_channels=3,
         )
@@ -178,8 +180,8 @@ def _configs(
             out_hidden_size=hidden,
             intermediate_size=vision_width * 2,
             num_heads=2,
-            patch_size=14,
-            spatial_merge_size=2,
+            patch_size=FAMILY_INFO[family].patch_size,
+            spatial_merge_size=FAMILY_INFO[family].merge_size,
             temporal_patch_size=2,
             window_size=56,
             fullatt_block_indexes=[vision_depth - 1],
@@ -204,8 +206,8 @@ def _configs(
             out_hidden_size=hidden,
             intermediate_size=vision_width * 2,
             num_heads=2,
-            patch_size=16,
-            spatial_merge_size=2,
+            patch_size=FAMILY_INFO[family].patch_size,
+            spatial_merge_size=FAMILY_INFO[family].merge_size,
             temporal_patch_size=2,
             num_position_embeddings=64,
             deepstack_visual_indexes=[0] if vision_depth > 1 else [],
@@ -276,11 +278,11 @@ def make_tiny_model(
     )
 
     budget = PixelBudget.for_family(family, min_pixels=min_pixels, max_pixels=max_pixels)
-    patch = 16 if family == "qwen3_vl" else 14
+    patch = FAMILY_INFO[family].patch_size
     image_processor = Qwen2VLImageProcessorPil(
         size={"shortest_edge": budget.min_pixels, "longest_edge": budget.max_pixels},
         patch_size=patch,
-        merge_size=2,
+        merge_size=FAMILY_INFO[family].merge_size,
         temporal_patch_size=2,
     )
     processor = PROCESSOR_CLASSES[family](

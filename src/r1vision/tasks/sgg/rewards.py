@@ -29,7 +29,12 @@ from typing import Any
 
 import numpy as np
 
-from r1vision.tasks.base import RewardFunc, RewardSpec, completion_text
+from r1vision.tasks.base import RewardFunc, RewardSpec
+from r1vision.tasks.common import column as _column
+from r1vision.tasks.common import completion_text
+from r1vision.tasks.common import named as _named
+from r1vision.tasks.common import unit as _unit
+from r1vision.tasks.group_filter import select_groups_by_std  # noqa: F401 - re-exported
 from r1vision.tasks.sgg.boxes import BoxFrame, box_frame
 from r1vision.tasks.sgg.labels import LabelSimilarity, Similarity, normalize_object, normalize_predicate
 from r1vision.tasks.sgg.matching import gt_graph, match_objects
@@ -229,24 +234,6 @@ class SGGScorer:
         return GraphScores(_unit(node), _unit(box), _unit(soft / n_rel), _unit(hard / n_rel))
 
 
-def _unit(x: float) -> float:
-    x = float(x)
-    return min(max(x, 0.0), 1.0) if math.isfinite(x) else 0.0
-
-
-def _column(kwargs: dict[str, Any], name: str, n: int) -> list[Any]:
-    value = kwargs.get(name)
-    if value is None:
-        return [None] * n
-    return list(value) + [None] * max(0, n - len(value))
-
-
-def _named(func: RewardFunc, name: str) -> RewardFunc:
-    func.__name__ = name
-    func.__qualname__ = name
-    return func
-
-
 def format_reward(strict: bool = True, require_think: bool = False, name: str = "format") -> RewardFunc:
     """Format reward function (strict or lenient), in [0, 1]."""
 
@@ -324,18 +311,6 @@ def with_warmup(func: RewardFunc, warmup_steps: int) -> RewardFunc:
         return [factor * v for v in func(prompts, completions, **kwargs)]
 
     return _named(reward, func.__name__)
-
-
-def select_groups_by_std(rewards: Sequence[float], group_size: int, keep: int | float) -> list[int]:
-    """Indices of the completions in the ``keep`` groups (count, or fraction if < 1) of highest reward std."""
-    arr = np.asarray(rewards, dtype=np.float64)
-    if group_size <= 0 or len(arr) % group_size:
-        raise ValueError(f"{len(arr)} rewards do not split into groups of {group_size}")
-    stds = arr.reshape(-1, group_size).std(axis=1)
-    n_groups = len(stds)
-    n_keep = int(math.ceil(keep * n_groups)) if isinstance(keep, float) and keep < 1 else int(keep)
-    order = np.argsort(-stds, kind="stable")[: max(0, min(n_keep, n_groups))]
-    return [int(g * group_size + k) for g in sorted(order.tolist()) for k in range(group_size)]
 
 
 DEFAULT_WEIGHTS = {"format": 1.0, "node": 1.0, "box": 1.0, "edge": 1.0, "edge_hard": 0.0}

@@ -67,6 +67,18 @@ def evaluate(
     return EvalResult(metrics=metrics, records=records)
 
 
+def evaluate_svg(rows: Sequence[dict[str, Any]], completions: Sequence[Any], **kwargs: Any) -> EvalResult:
+    """:func:`evaluate` with the task's keyword options (``config``, ``contact_sheet``, ``sheet_n``)."""
+    config = kwargs.get("config")
+    return evaluate(
+        rows,
+        completions,
+        config=config if isinstance(config, RewardConfig) else None,
+        contact_sheet=kwargs.get("contact_sheet"),
+        sheet_n=int(kwargs.get("sheet_n", 16)),
+    )
+
+
 def summarise(records: Sequence[dict[str, Any]]) -> dict[str, float]:
     """Aggregate metrics of :func:`evaluate` records."""
     n = max(len(records), 1)

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from ..base import RewardSpec
+from ..common import finite as _finite
 from .extract import completion_text, find_svg
 from .render import RenderPool, default_pool
 from .score import RewardConfig, compare  # noqa: F401  (compare: public API, re-exported)
@@ -357,14 +358,6 @@ def make_visual_reward(scorer: SVGScorer, weights: dict[str, float] | None = Non
         ]
 
     return svg_visual
-
-
-def _finite(value: Any, default: float) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return float(default)
-    return v if np.isfinite(v) else float(default)
 
 
 def make_rewards(
