@@ -189,11 +189,12 @@ def main() -> None:
             f"{own_ms:>11.2f} {startup:>11.2f}"
         )
     one = next((r for r in rows if r[0].endswith("pool of 1")), None)
-    for name, wall, *_ in rows:
+    for name, wall, cpu, *_ in rows:
         if one and "pool of" in name and name != one[0]:
             k = int(name.rsplit(" ", 1)[1])
             print(
-                f"scaling {name}: {wall / one[1]:.2f}x of 1 worker (target >= {0.85 * k:.2f} on {k} idle cores)"
+                f"scaling {name}: wall {wall / one[1]:.2f}x of 1 worker (target >= {0.85 * k:.2f} on {k} idle "
+                f"cores); CPU per completion {one[2] / cpu:.2f}x of 1 worker's (the work parallelism adds)"
             )
     table = damage_table([int(s) for s in args.table_sizes.split(",") if s], args.table_figures)
     if table:

@@ -149,7 +149,7 @@ class SVGScorer:
         if image is not None and not isinstance(image, str) and result[0] is not None:
             with self._lock:
                 self._recent[id(image)] = (image, *result)
-                while len(self._recent) > 64:
+                while len(self._recent) > 16:
                     self._recent.popitem(last=False)
         return result
 

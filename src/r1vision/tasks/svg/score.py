@@ -43,7 +43,7 @@ class RewardConfig:
     edge_tolerance: int = 3  # pixels an edge may be off and still match
     failure_reward: float = 0.0
     timeout_s: float | None = None  # per render; None = the pool's
-    gt_cache_size: int = 512
+    gt_cache_size: int = 256  # ~0.5 MB each at 512 px
     score_cache_size: int = 4096
 
     def compare_fields(self) -> dict[str, float]:

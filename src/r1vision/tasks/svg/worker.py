@@ -32,7 +32,7 @@ POOL_ERROR = "pool_error"
 BAD_SIZE = "bad_size"
 BLANK = "blank"
 NEED_GT = "need_gt"
-GT_CACHE = 64  # ground truths a worker keeps prepared (the parent mirrors this LRU)
+GT_CACHE = 32  # ground truths a worker keeps prepared (~2.5 MB each at 512 px; the parent mirrors the LRU)
 
 _FRAME = struct.Struct(">II")  # header length, body length
 _MAX_HEADER = 1 << 16
