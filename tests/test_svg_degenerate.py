@@ -153,3 +153,17 @@ def test_worker_missing_a_ground_truth_asks_for_it_again():
             [svg], 40, 30, gts=[("never-sent", gt)], score=RewardConfig().compare_fields()
         )
     assert result.ok and result.scores["pixel"] == pytest.approx(1.0)
+
+
+def test_scorers_with_different_settings_share_a_pool_safely(figures):
+    """A worker caches prepared ground truths; the comparison settings are part of the cache key."""
+    gt_svg, w, h = figures[0]
+    pred = degrade(gt_svg, "jitter +-8", random.Random(2))
+    pool = default_pool()
+    cw, ch = canvas_size(w, h, 512)
+    gt_img, pred_img = pool.render_many([gt_svg, pred], cw, ch)
+    for config in (RewardConfig(blur_sigma=1.0), RewardConfig(blur_sigma=4.0), RewardConfig(blur_sigma=1.0)):
+        (record,) = SVGScorer(config, pool).score_batch([pred], gt_svgs=[gt_svg])
+        assert record["pixel"] == pytest.approx(
+            compare(gt_img.image, pred_img.image, config)["pixel"], abs=1e-6
+        )

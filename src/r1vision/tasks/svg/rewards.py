@@ -221,13 +221,16 @@ class SVGScorer:
             else:
                 todo[key] = [[i], text, gt, gt_key, gt_svg or ""]
         renderable = [(key, t) for key, t in todo.items() if t[2] is not None]
+        # A worker's prepared ground truth depends on the comparison settings: they are part of its key.
+        fields = self.config.compare_fields()
+        fields_key = _hash(repr(sorted(fields.items())))[:12]
         results = self.pool.render_many(
             [t[1] for _, t in renderable],
             [t[2].shape[1] for _, t in renderable],
             [t[2].shape[0] for _, t in renderable],
             timeout_s=self.config.timeout_s,
-            gts=[(f"{t[3]}:{t[2].shape}", t[2]) for _, t in renderable],
-            score=self.config.compare_fields(),
+            gts=[(f"{t[3]}:{t[2].shape}:{fields_key}", t[2]) for _, t in renderable],
+            score=fields,
             extras=extras,
         )
         by_key = {key: r for (key, _), r in zip(renderable, results, strict=True)}
