@@ -50,6 +50,7 @@ HOSTILE = {
     + f'<svg {NS}><rect fill="url('
     + " " * 480_000
     + 'data:,x)"/></svg>',
+    "long width": _fill("x", 520_000) + f'<svg {NS} width="' + "1" * 480_000 + 'x"/>',
     "nesting": _inside("<g>"),
     "self closing": _inside("<g/>"),
     "tags without >": _inside("<rect x='1' "),

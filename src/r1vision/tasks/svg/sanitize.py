@@ -146,6 +146,8 @@ def _scan_structure(svg: str, limits: SanitizeLimits) -> tuple[str, str] | None:
 def _length_px(value: str | None) -> float | None:
     if value is None:
         return None
+    if len(value) > 64:  # no real length is this long, and _LENGTH would backtrack over a long digit run
+        return math.inf
     match = _LENGTH.match(value)
     if not match:
         return None
