@@ -8,7 +8,6 @@ from PIL import Image
 
 from r1vision.tasks.svg.evaluate import evaluate, worst
 from r1vision.tasks.svg.render import default_pool
-from r1vision.tasks.svg.rewards import canvas_size
 
 NS = 'xmlns="http://www.w3.org/2000/svg"'
 GT = (
@@ -20,18 +19,20 @@ SHIFTED = GT.replace('x="20" y="30"', 'x="34" y="40"').replace('cx="220"', 'cx="
 BLANK = f'<svg {NS} width="300" height="200"></svg>'
 
 
-def test_standard_ssim_is_scikit_images_grey_ssim_and_distinct_from_the_reward():
-    """Before: eval's "ssim" was the reward's masked, blurred variant (0.990 where VFig's SSIM gives 0.555)."""
-    from skimage.color import rgb2gray
+def test_standard_ssim_is_vfigs_rgb_ssim_at_native_resolution_and_distinct_from_the_reward():
+    """Before: eval's "ssim" was the reward's masked, blurred variant (0.990 where VFig's SSIM gives 0.555).
+
+    VFig's eval: ``structural_similarity(ref, gen, channel_axis=2, data_range=255)`` on the RGB images at
+    the reference image's size."""
     from skimage.metrics import structural_similarity
 
     rows = [{"id": k, "svg_gt": GT} for k in range(3)]
     result = evaluate(rows, [GT, SHIFTED, BLANK])
-    w, h = canvas_size(300, 200, 512)
-    gt, shifted, blank = (r.image for r in default_pool().render_many([GT, SHIFTED, BLANK], w, h))
+    gt, shifted, blank = (r.image for r in default_pool().render_many([GT, SHIFTED, BLANK], 300, 200))
     for record, pred in zip(result.records, (gt, shifted, blank), strict=True):
-        expected = structural_similarity(rgb2gray(gt), rgb2gray(pred), data_range=1.0)
+        expected = structural_similarity(gt, pred, channel_axis=2, data_range=255)
         assert record["ssim_standard"] == pytest.approx(expected, abs=1e-6)
+        assert record["mse"] == pytest.approx(np.mean((gt / 255.0 - pred / 255.0) ** 2), abs=1e-6)
     blank_record = result.records[2]
     # white space counts in the standard SSIM; the reward's ink SSIM gives an empty page nothing
     assert blank_record["ssim_standard"] > 0.8 and blank_record["ssim_reward"] < 0.1

@@ -2,15 +2,17 @@
 
 Per item and aggregated:
 
-- ``ssim_standard``: plain grey-level SSIM with scikit-image's defaults (:func:`.score.standard_ssim`), the
-  metric VFig-style tables report as "SSIM". White space counts, so even an empty page scores well on a
-  sparse figure; compare it across systems, not against the reward.
-- ``ssim_reward``, ``pixel``, ``edge``: the reward terms (:mod:`.score`; ink-based, empty page ~0).
-- ``mse``: mean squared RGB error in [0, 1], rendered items only. ``reward``: the default-weighted
-  ``svg_visual`` value (:data:`.rewards.DEFAULT_WEIGHTS`), used to rank items for the contact sheet.
+- ``ssim_standard``: the SSIM VFig's evaluation reports (:func:`.score.standard_ssim`: scikit-image,
+  per-channel RGB, default window and constants), at the ground truth's own resolution (longest side capped
+  at 2048) with the prediction rendered at that size. White space counts, so even an empty page scores well
+  on a sparse figure; compare it across systems, not against the reward.
+- ``mse``: mean squared RGB error in [0, 1] at the same resolution, rendered items only.
+- ``ssim_reward``, ``pixel``, ``edge``: the reward terms (:mod:`.score`; ink-based, an empty page ~0) on the
+  reward's comparison canvas (``RewardConfig.size``). ``reward``: the default-weighted ``svg_visual`` value
+  (:data:`.rewards.DEFAULT_WEIGHTS`), used to rank items for the contact sheet.
 
 Failed renders score 0 in the means (``mse`` excepted); the ``*_rendered`` means cover rendered items only.
-All metrics are computed on the reward's comparison canvas (``RewardConfig.size`` longest side).
+Both passes render and score in the sandbox workers.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import numpy as np
 
 from ..base import EvalResult
 from .render import default_pool
-from .rewards import DEFAULT_WEIGHTS, RewardConfig, SVGScorer, _gt_columns, _to_rgb, canvas_size
+from .rewards import DEFAULT_WEIGHTS, RewardConfig, SVGScorer, _gt_columns, _hash, _to_rgb, canvas_size
 
 METRICS = ("ssim_standard", "ssim_reward", "pixel", "edge")
 
@@ -41,22 +43,23 @@ def evaluate(
     scorer = SVGScorer(config if isinstance(config, RewardConfig) else None)
     columns = {k: [r.get(k) for r in rows] for k in ("gt_image", "images", "svg_gt")}
     images, svgs = _gt_columns({k: v for k, v in columns.items() if any(x is not None for x in v)}, len(rows))
-    scores = scorer.score_batch(list(completions), images, svgs, extras=True)
+    scores = scorer.score_batch(list(completions), images, svgs)
+    native = _native_metrics(scorer, completions, images, svgs, [s["reason"] is None for s in scores])
     total_w = sum(DEFAULT_WEIGHTS.values())
     records = []
     for i, (row, s) in enumerate(zip(rows, scores, strict=True)):
-        ok = s["reason"] is None
+        ok = s["reason"] is None and i in native
         records.append(
             {
                 "index": i,
                 "id": row.get("id", i),
                 "rendered": ok,
-                "reason": s["reason"],
-                "ssim_standard": s["ssim_standard"] if ok else 0.0,
+                "reason": s["reason"] or (None if ok else "native_render_failed"),
+                "ssim_standard": native[i]["ssim_standard"] if ok else 0.0,
                 "ssim_reward": s["ssim"],
                 "pixel": s["pixel"],
                 "edge": s["edge"],
-                "mse": s["mse"] if ok else None,
+                "mse": native[i]["mse"] if ok else None,
                 "length": s["length"],
                 "reward": sum(w * s[t] for t, w in DEFAULT_WEIGHTS.items()) / total_w,
             }
@@ -65,6 +68,31 @@ def evaluate(
     if contact_sheet:
         draw_contact_sheet(records, metrics, contact_sheet, images, completions, n=sheet_n)
     return EvalResult(metrics=metrics, records=records)
+
+
+def _native_metrics(scorer: SVGScorer, completions, images, svgs, rendered: list[bool]) -> dict[int, dict]:
+    """``{index: {"mse", "ssim_standard", ...}}`` at each ground truth's own resolution, for the items that
+    rendered on the reward canvas."""
+    todo, targets = [], []
+    for i, ok in enumerate(rendered):
+        gt = (
+            scorer.native_ground_truth(images[i], svgs[i] if isinstance(svgs[i], str) else None)
+            if ok
+            else None
+        )
+        if gt is not None:
+            todo.append(i)
+            targets.append(gt)
+    results = scorer.pool.render_many(
+        [completions[i] for i in todo],
+        [t.shape[1] for t in targets],
+        [t.shape[0] for t in targets],
+        timeout_s=scorer.config.timeout_s,
+        gts=[(f"native:{_hash(t.tobytes())}:{t.shape}", t) for t in targets],
+        score=scorer.config.compare_fields(),
+        extras=True,
+    )
+    return {i: r.scores for i, r in zip(todo, results, strict=True) if r.ok and r.scores is not None}
 
 
 def evaluate_svg(rows: Sequence[dict[str, Any]], completions: Sequence[Any], **kwargs: Any) -> EvalResult:

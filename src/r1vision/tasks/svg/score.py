@@ -15,8 +15,8 @@ Terms (all in ``[0, 1]``, higher is better; a blank ground truth matched by a bl
 
 The ground truth's share of the work (ink, blur, local moments, dilated edges) is computed once per figure
 (:func:`prepare`) and cached by the caller, so a completion costs one blur and one dilation at the
-comparison size and three box filters at half of it. :func:`standard_ssim` is the plain grey-level SSIM (scikit-image defaults)
-that papers such as VFig report, for evaluation only.
+comparison size and three box filters at half of it. :func:`standard_ssim` is the SSIM VFig's evaluation
+reports (per-channel RGB, scikit-image defaults), for evaluation only.
 """
 
 from __future__ import annotations
@@ -189,22 +189,20 @@ def compare(gt: np.ndarray, pred: np.ndarray, config: dict | RewardConfig | None
 
 
 def evaluation_metrics(gt: np.ndarray, pred: np.ndarray) -> dict[str, float]:
-    """``mse`` of the RGB values in [0, 1] and the standard grey-level SSIM (not used by the rewards)."""
+    """``mse`` of the RGB values in [0, 1] and the SSIM VFig reports (not used by the rewards)."""
     a, b = gt.astype(np.float32) / 255.0, pred.astype(np.float32) / 255.0
     return {"mse": float(np.mean((a - b) ** 2)), "ssim_standard": standard_ssim(gt, pred)}
 
 
 def standard_ssim(gt: np.ndarray, pred: np.ndarray) -> float:
-    """Plain SSIM of the grey-level images: scikit-image's ``structural_similarity`` with its defaults
-    (7x7 uniform window, K1=0.01, K2=0.03, sample covariance, data range 255), grey = ITU-R 709 luma as
-    ``skimage.color.rgb2gray``. This is the number VFig-style tables call SSIM; it is not the reward."""
+    """The SSIM VFig's evaluation reports: scikit-image's ``structural_similarity`` on the RGB ``uint8``
+    images, per channel (``channel_axis=2``, ``data_range=255``), otherwise its defaults (7x7 uniform window,
+    K1=0.01, K2=0.03). Not a reward: white space counts, so an empty page scores well on a sparse figure."""
     from skimage.metrics import structural_similarity
 
-    weights = np.array([0.2125, 0.7154, 0.0721], np.float64)
-    ga, gb = gt.astype(np.float64) @ weights, pred.astype(np.float64) @ weights
-    if min(ga.shape) < _WIN:
-        return float(1.0 - np.abs(ga - gb).mean() / 255.0)
-    return float(structural_similarity(ga, gb, data_range=255.0))
+    if min(gt.shape[:2]) < _WIN:  # below the window: 1 - mean absolute difference
+        return float(1.0 - np.abs(gt.astype(np.float64) - pred.astype(np.float64)).mean() / 255.0)
+    return float(structural_similarity(gt, pred, channel_axis=2, data_range=255))
 
 
 def _fields(config: dict | RewardConfig | None) -> dict:
