@@ -14,6 +14,8 @@ from typing import Any
 
 # `<svg` followed by whitespace, `>` or `/` (so `<svgfoo>` is not an SVG), with an optional namespace prefix.
 _OPEN_OR_CLOSE = re.compile(r"<(/?)(?:[A-Za-z_][\w.-]*:)?svg(?=[\s>/])", re.IGNORECASE)
+_OPEN = re.compile(r"<(?:[A-Za-z_][\w.-]*:)?svg(?=[\s>/])", re.IGNORECASE)
+MAX_NESTED_SVG = 256
 
 
 def completion_text(completion: Any) -> str:
@@ -45,8 +47,9 @@ def completion_text(completion: Any) -> str:
 def find_svg(text: str) -> tuple[str | None, str | None]:
     """``(svg, None)`` for the first complete ``<svg>`` element, else ``(None, reason)``.
 
-    ``reason`` is ``"no_svg"`` when no ``<svg`` tag appears and ``"truncated"`` when the first one is never
-    closed (typically a completion cut at ``max_completion_length``).
+    ``reason`` is ``"no_svg"`` when no ``<svg`` tag appears, ``"truncated"`` when the first one is never
+    closed (typically a completion cut at ``max_completion_length``) and ``"too_large"`` when ``<svg>``
+    elements nest deeper than ``MAX_NESTED_SVG``.
 
     One left-to-right pass: the end of each tag is the next ``>``, and because tags are visited in order,
     the position of that ``>`` only moves forward (it is looked up again only once a tag starts past it).
@@ -54,12 +57,17 @@ def find_svg(text: str) -> tuple[str | None, str | None]:
     """
     if not isinstance(text, str):
         return None, "no_svg"
+    first = _OPEN.search(text)  # stray `</svg>` before any opening tag are skipped at regex speed
+    if first is None:
+        return None, "no_svg"
     gt = -1  # position of the next `>` at or after the current tag, -1 before the first lookup
     depth = 0
     start = 0
-    for match in _OPEN_OR_CLOSE.finditer(text):
-        if depth == 0 and match.group(1):  # a stray `</svg>` before any opening tag
+    for match in _OPEN_OR_CLOSE.finditer(text, first.start()):
+        if depth == 0 and match.group(1):  # a stray `</svg>` between two documents
             continue
+        if depth > MAX_NESTED_SVG:  # nobody nests <svg> this deep; the sanitizer would refuse it anyway
+            return None, "too_large"
         if gt < match.end():
             gt = text.find(">", match.end())
             if gt < 0:  # no `>` anywhere after this tag: nothing after it can close either

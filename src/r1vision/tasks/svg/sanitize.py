@@ -112,24 +112,31 @@ def _check_css(text: str) -> str | None:
     return None
 
 
+def _tags(svg: str):
+    """Tag matches in document order, comments and CDATA sections skipped (each scanned once)."""
+    if "<!--" not in svg and "<![CDATA[" not in svg:
+        yield from _TAG.finditer(svg)  # the common case, at the regex engine's speed
+        return
+    pos = svg.find("<")
+    while pos >= 0:
+        for opener, closer in (("<!--", "-->"), ("<![CDATA[", "]]>")):
+            if svg.startswith(opener, pos):
+                end = svg.find(closer, pos + len(opener))
+                pos = -1 if end < 0 else svg.find("<", end + len(closer))
+                break
+        else:
+            match = _TAG.match(svg, pos)
+            if match is None:
+                pos = svg.find("<", pos + 1)
+            else:
+                pos = svg.find("<", match.end())
+                yield match
+
+
 def _scan_structure(svg: str, limits: SanitizeLimits) -> tuple[str, str] | None:
     """Linear scan of tags: element count and nesting depth, without building a tree."""
     depth = count = 0
-    pos = svg.find("<")
-    while pos >= 0:
-        if svg.startswith("<!--", pos):
-            end = svg.find("-->", pos + 4)
-            pos = -1 if end < 0 else svg.find("<", end + 3)
-            continue
-        if svg.startswith("<![CDATA[", pos):
-            end = svg.find("]]>", pos + 9)
-            pos = -1 if end < 0 else svg.find("<", end + 3)
-            continue
-        match = _TAG.match(svg, pos)
-        if match is None:
-            pos = svg.find("<", pos + 1)
-            continue
-        pos = svg.find("<", match.end())
+    for match in _tags(svg):
         if match.group(1):
             depth -= 1
             continue
