@@ -32,6 +32,7 @@ def test_processor_pixels_reads_both_hub_spellings(tmp_path: Path) -> None:
     assert processor_pixels(_model_folder(tmp_path, "qwen3_vl")) == (65536, 16777216)
     assert processor_pixels(_model_folder(tmp_path, "qwen2_5_vl")) == (3136, 12845056)
     assert processor_pixels(tmp_path / "nothing-here") == (None, None)
+    assert processor_pixels({"size": {"min_pixels": 10, "max_pixels": 20}}) == (10, 20)
 
 
 def test_explicit_values_win_and_inherited_bounds_give_way() -> None:

@@ -117,8 +117,9 @@ def processor_pixels(source: Any) -> tuple[int | None, int | None]:
         hi = hi if hi is not None else getattr(ip, "max_pixels", None)
         return lo, hi
     size = source.get("size") or {}
-    lo = size.get("shortest_edge", source.get("min_pixels"))
-    hi = size.get("longest_edge", source.get("max_pixels"))
+    # Older Qwen2-VL files spell the bounds min_pixels/max_pixels, at the top level or inside "size".
+    lo = size.get("shortest_edge", size.get("min_pixels", source.get("min_pixels")))
+    hi = size.get("longest_edge", size.get("max_pixels", source.get("max_pixels")))
     return lo, hi
 
 
