@@ -54,6 +54,14 @@ class VisionOptions:
         # (conv3d) on a slow path: training measured 20-40x slower than float32. An explicit value is kept.
         if getattr(self, "bf16", False) is None and not getattr(self, "fp16", False) and _cpu_only(self):
             self.bf16 = False
+        # TRL sets the deprecated `gradient_checkpointing` (default True), so transformers warns on every
+        # config, recipe or not. Carry the value over to its new name; an explicit new name wins.
+        for old, new in (
+            ("gradient_checkpointing", "activation_checkpointing"),
+            ("gradient_checkpointing_kwargs", "activation_checkpointing_kwargs"),
+        ):
+            if hasattr(self, new) and getattr(self, new) is None and getattr(self, old, None) is not None:
+                setattr(self, new, getattr(self, old))
         # Must precede TrainingArguments.__post_init__, which resolves devices and the DeepSpeed config.
         prepare_distributed(self)
         super().__post_init__()  # type: ignore[misc]
