@@ -19,6 +19,7 @@ inference and evaluation:
   report       mean ± std curves and a mean/max table over runs (seeds)
 data and models:
   synth        write a synthetic dataset for a task
+  merge        merge a LoRA run's adapter into its base model (a stand-alone folder)
   make-tiny-model   write a tiny random-weight Qwen-VL model with a real processor
   tasks        list the registered tasks
   estimate-memory   per-GPU memory of a training layout (weights, grads, optimizer, activations, vLLM)
@@ -267,6 +268,7 @@ COMMANDS = {
     "selftest": _selftest,
     "vllm-serve": _vllm_serve,
     "demo": _demo,
+    "merge": lambda argv: __import__("r1vision.merge", fromlist=["main"]).main(argv),
 }
 
 

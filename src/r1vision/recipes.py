@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,8 +50,11 @@ class ScriptArguments:
     )
 
     def __post_init__(self) -> None:
+        from r1vision.merge import resolve_model
+
         if not self.model:
             raise ValueError("--model is required (a Hub id or a local model folder)")
+        self.model = resolve_model(self.model)  # a LoRA run's output_dir trains on from its merged model
         if not self.dataset:
             raise ValueError("--dataset is required (a Hub id, a local folder or file)")
 
@@ -121,8 +125,23 @@ def run_grpo(script: ScriptArguments, config: Any) -> str:
     record_layout(trainer, config.output_dir)
     trainer.save_model(config.output_dir)
     trainer.processing_class.save_pretrained(config.output_dir)
+    _finish_output(trainer, "grpo", script, config)
     teardown()
     return config.output_dir
+
+
+def _finish_output(trainer: Any, kind: str, script: ScriptArguments, config: Any) -> None:
+    """Run settings next to the weights; for LoRA, an absolute base path and a merged stand-alone model."""
+    from r1vision.merge import MERGED_SUBDIR, is_adapter_dir, merge_adapter, record_absolute_base
+    from r1vision.trainer.run_info import run_settings, write_run_info
+
+    if not trainer.args.should_save:
+        return
+    write_run_info(config.output_dir, run_settings(kind, script, config, _task_options(script)))
+    if is_adapter_dir(config.output_dir):
+        record_absolute_base(config.output_dir, script.model)
+        merged = merge_adapter(config.output_dir, os.path.join(config.output_dir, MERGED_SUBDIR))
+        logger.info("LoRA adapter merged into a stand-alone model: %s", merged)
 
 
 def _decoding_eval(script: ScriptArguments, config: Any, task: Any, opts: dict[str, Any], trainer: Any):
@@ -157,5 +176,6 @@ def run_sft(script: ScriptArguments, config: Any) -> str:
     trainer.train(resume_from_checkpoint=config.resume_from_checkpoint)
     record_layout(trainer, config.output_dir)
     trainer.save_model(config.output_dir)
+    _finish_output(trainer, "sft", script, config)
     teardown()
     return config.output_dir

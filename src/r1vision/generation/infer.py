@@ -53,15 +53,19 @@ def run_inference(
 
     from r1vision.trainer.modeling import apply_budget_to_processor, budget_for, model_family
 
+    from r1vision.merge import resolve_model
+
     options = options or SamplingOptions()
     state = PartialState()
+    model_path = resolve_model(model_path)  # a LoRA adapter folder: its merged stand-alone model
     family = model_family(AutoConfig.from_pretrained(model_path))
     rows = task.load(dataset, split=split, model_family=family, min_pixels=min_pixels, max_pixels=max_pixels)
     n = len(rows) if limit is None else min(limit, len(rows))
-    writer = RecordWriter(out_dir, rank=state.process_index)
-    todo = [i for i in range(state.process_index, n, state.num_processes) if i not in writer.done]
+    rank, world = process_shard(state)
+    writer = RecordWriter(out_dir, rank=rank)
+    todo = [i for i in range(rank, n, world) if i not in writer.done]
     if not todo:
-        logger.info("rank %d: nothing left to do in %s", state.process_index, out_dir)
+        logger.info("rank %d: nothing left to do in %s", rank, out_dir)
     else:
         processor = AutoProcessor.from_pretrained(model_path)
         budget = budget_for(processor, family, min_pixels, max_pixels)
@@ -75,7 +79,7 @@ def run_inference(
             model = (
                 AutoModelForImageTextToText.from_pretrained(model_path, dtype="auto").to(state.device).eval()
             )
-        bar = tqdm(total=len(todo), desc=f"infer[{state.process_index}]", disable=not progress)
+        bar = tqdm(total=len(todo), desc=f"infer[{rank}]", disable=not progress)
         for start in range(0, len(todo), batch_size):
             batch_idx = todo[start : start + batch_size]
             batch = [rows[i] for i in batch_idx]
@@ -102,5 +106,23 @@ def run_inference(
         del model
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
-    state.wait_for_everyone()
+    if state.num_processes == world:  # under a bare torchrun on CPU there is no process group to wait on
+        state.wait_for_everyone()
     return Path(out_dir)
+
+
+def process_shard(state: Any) -> tuple[int, int]:
+    """(rank, world size) of this process: accelerate's, or torchrun's ``RANK``/``WORLD_SIZE``.
+
+    On CPU, ``torchrun --nproc N`` starts N processes that accelerate each sees as a single process 0
+    (no process group is set up), so all of them would write every row into shard 0.
+    """
+    import os
+
+    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    if state.num_processes > 1 or world <= 1:
+        return state.process_index, state.num_processes
+    rank = int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0")) or 0)
+    if not 0 <= rank < world:
+        raise ValueError(f"RANK={rank} is outside WORLD_SIZE={world}")
+    return rank, world

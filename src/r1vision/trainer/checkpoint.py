@@ -66,3 +66,43 @@ class CheckpointRenameMixin:
                 f"checkpoint {resume_from_checkpoint} does not match the model: missing {missing[:5]}, "
                 f"unexpected {result.unexpected_keys[:5]}"
             )
+
+
+class OutputDirInUseError(FileExistsError):
+    """``output_dir`` already holds a run and neither resuming nor overwriting was asked for."""
+
+
+def _run_traces(output_dir: str) -> list[str]:
+    """What in ``output_dir`` shows a previous run: weights, an adapter, checkpoints, metrics rows."""
+    if not os.path.isdir(output_dir):
+        return []
+    found = []
+    for name in ("model.safetensors", "model.safetensors.index.json", "adapter_model.safetensors"):
+        if os.path.isfile(os.path.join(output_dir, name)):
+            found.append(name)
+    checkpoints = sorted(n for n in os.listdir(output_dir) if n.startswith("checkpoint-"))
+    if checkpoints:
+        found.append(f"{len(checkpoints)} checkpoint folder(s) ({checkpoints[-1]} last)")
+    metrics = os.path.join(output_dir, "metrics.csv")
+    if os.path.isfile(metrics):
+        with open(metrics) as f:
+            rows = max(0, sum(1 for _ in f) - 1)
+        if rows:
+            found.append(f"metrics.csv with {rows} row(s)")
+    return found
+
+
+def check_output_dir(args: Any) -> None:
+    """Refuse to train into a folder holding a previous run unless resuming or ``overwrite_output_dir``.
+
+    Training again would silently replace the weights and cut ``metrics.csv`` to the new run's rows.
+    """
+    if getattr(args, "resume_from_checkpoint", None) or getattr(args, "overwrite_output_dir", False):
+        return
+    traces = _run_traces(args.output_dir)
+    if traces:
+        raise OutputDirInUseError(
+            f"output_dir {args.output_dir} already holds a run ({', '.join(traces)}). Pass "
+            "--resume_from_checkpoint last to continue it from its last checkpoint, --overwrite_output_dir true "
+            "to replace it, or choose another --output_dir."
+        )

@@ -6,6 +6,10 @@ from dataclasses import dataclass, field
 
 from trl import GRPOConfig, SFTConfig
 
+from r1vision.merge import silence_peft_deprecation
+
+silence_peft_deprecation()
+
 
 @dataclass
 class VisionOptions:
@@ -46,6 +50,13 @@ class VisionOptions:
         },
     )
     metrics_csv: bool = field(default=True, metadata={"help": "Write metrics.csv in output_dir."})
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={
+            "help": "Replace a previous run in output_dir (weights, metrics.csv). Without it, training into a "
+            "folder that holds a run stops with a message; --resume_from_checkpoint last continues it."
+        },
+    )
 
     def __post_init__(self) -> None:
         from r1vision.trainer.distributed import prepare_distributed
@@ -62,6 +73,9 @@ class VisionOptions:
         ):
             if hasattr(self, new) and getattr(self, new) is None and getattr(self, old, None) is not None:
                 setattr(self, new, getattr(self, old))
+        # `--resume_from_checkpoint last|true` means the newest checkpoint-* in output_dir (Trainer's True).
+        if str(getattr(self, "resume_from_checkpoint", None)).lower() in ("last", "true"):
+            self.resume_from_checkpoint = True  # type: ignore[assignment]
         # Must precede TrainingArguments.__post_init__, which resolves devices and the DeepSpeed config.
         prepare_distributed(self)
         super().__post_init__()  # type: ignore[misc]
