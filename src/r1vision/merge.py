@@ -73,7 +73,9 @@ def record_absolute_base(adapter_dir: str | os.PathLike, base: str) -> None:
     path.write_text(json.dumps(cfg, indent=2, sort_keys=True))
 
 
-def merge_adapter(adapter_dir: str | os.PathLike, out_dir: str | os.PathLike, base: str | None = None) -> Path:
+def merge_adapter(
+    adapter_dir: str | os.PathLike, out_dir: str | os.PathLike, base: str | None = None
+) -> Path:
     """Load ``base`` (default: the adapter's recorded base), apply the adapter, merge and save to ``out_dir``.
 
     The result holds the weights, the config, the processor (the adapter folder's when it has one, so the
@@ -92,7 +94,9 @@ def merge_adapter(adapter_dir: str | os.PathLike, out_dir: str | os.PathLike, ba
     tmp = out.with_name(f"{out.name}.tmp{os.getpid()}")  # concurrent ranks never share one
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp)
-    has_processor = any((adapter_dir / f).is_file() for f in ("processor_config.json", "preprocessor_config.json"))
+    has_processor = any(
+        (adapter_dir / f).is_file() for f in ("processor_config.json", "preprocessor_config.json")
+    )
     AutoProcessor.from_pretrained(str(adapter_dir) if has_processor else base).save_pretrained(tmp)
     for name in _CARRIED:
         if (adapter_dir / name).is_file():
@@ -122,7 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("adapter", help="an adapter folder (a LoRA run's output_dir)")
     p.add_argument("--out", required=True, help="where to write the merged model")
-    p.add_argument("--base", default=None, help="base model (default: the one recorded in adapter_config.json)")
+    p.add_argument(
+        "--base", default=None, help="base model (default: the one recorded in adapter_config.json)"
+    )
     a = p.parse_args(argv)
     print(f"merged model in {merge_adapter(a.adapter, a.out, a.base)}")
     return 0

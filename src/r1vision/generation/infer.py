@@ -51,9 +51,8 @@ def run_inference(
     from tqdm.auto import tqdm
     from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor
 
-    from r1vision.trainer.modeling import apply_budget_to_processor, budget_for, model_family
-
     from r1vision.merge import resolve_model
+    from r1vision.trainer.modeling import apply_budget_to_processor, budget_for, model_family
 
     options = options or SamplingOptions()
     state = PartialState()

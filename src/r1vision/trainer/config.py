@@ -165,3 +165,13 @@ class VisionGRPOConfig(VisionOptions, GRPOConfig):
 @dataclass
 class VisionSFTConfig(VisionOptions, SFTConfig):
     """TRL's ``SFTConfig`` plus the same image options, so SFT sees exactly what GRPO will see."""
+
+    # TRL's 1024 is shorter than one 1024x1024 photo at Qwen's default budget (1,296 image tokens), and
+    # truncating image tokens fails in step 1. Unset: no truncation; a value is checked per row up front.
+    max_length: int | None = field(
+        default=None,
+        metadata={
+            "help": "Longest tokenized sequence (prompt + image tokens + target). Unset: no truncation. A value "
+            "shorter than some row stops before training with that row's needed length."
+        },
+    )

@@ -10,6 +10,10 @@ from r1vision.vision.images import ImageLoadError, describe_source, images_of_ro
 _RAW_VISION_MARKERS = ("<|image_pad|>", "<|vision_start|>", "<|vision_end|>", "<|video_pad|>")
 
 
+# Qwen-VL's smart_resize refuses longer/shorter side ratios above this.
+MAX_ASPECT_RATIO = 200
+
+
 class DatasetValidationError(ValueError):
     """A dataset row cannot be trained on; the message names the row and the offending field or path."""
 
@@ -80,14 +84,23 @@ def validate_row(row: dict[str, Any], index: int | None, image_root: str | None 
         if value is None:
             raise DatasetValidationError(f"{label}: {column}[{j}] is empty")
         try:
-            load_image(value, image_root)
+            width, height = load_image(value, image_root).size
         except ImageLoadError as exc:
             raise DatasetValidationError(f"{label}: {column}[{j}] ({describe_source(value)}): {exc}") from exc
+        if max(width, height) > MAX_ASPECT_RATIO * min(width, height):
+            raise DatasetValidationError(
+                f"{label}: {column}[{j}] ({describe_source(value)}) is {width}x{height}, an aspect ratio above "
+                f"{MAX_ASPECT_RATIO}, the limit of Qwen-VL's resize rule (smart_resize); crop or pad it"
+            )
 
 
 def validate_dataset(dataset: Any, image_root: str | None = None, limit: int | None = None) -> int:
     """Validate the first ``limit`` rows (all when ``None``; none when 0); return how many were checked."""
-    if limit == 0 or dataset is None:
+    if dataset is None:
+        return 0
+    if hasattr(dataset, "__len__") and len(dataset) == 0:
+        raise DatasetValidationError("the dataset has no rows (check --dataset and its split)")
+    if limit == 0:
         return 0
     if hasattr(dataset, "__len__") and hasattr(dataset, "select"):
         n = len(dataset) if limit is None else min(limit, len(dataset))
@@ -101,3 +114,42 @@ def validate_dataset(dataset: Any, image_root: str | None = None, limit: int | N
         validate_row(row, i, image_root)
         checked += 1
     return checked
+
+
+def check_sequence_lengths(
+    dataset: Any,
+    processor: Any,
+    budget: Any,
+    max_length: int | None,
+    image_root: str | None = None,
+    limit: int | None = None,
+) -> int:
+    """SFT: every row's prompt + image tokens + target must fit ``max_length``; return the longest seen.
+
+    TRL truncates SFT sequences to ``max_length`` and fails in step 1 when that would cut image tokens;
+    here the row, its image size and the length it needs are named before training.
+    """
+    if dataset is None or not hasattr(dataset, "__len__"):
+        return 0
+    n = len(dataset) if limit is None else min(limit, len(dataset))
+    token = getattr(processor, "image_token", "<|image_pad|>")
+    longest = 0
+    for i in range(n):
+        row = dataset[i]
+        messages = list(row.get("prompt") or []) + list(row.get("completion") or [])
+        if not messages or not isinstance(messages[0], dict):
+            continue
+        text = processor.apply_chat_template(messages, tokenize=False)
+        n_text = len(processor.tokenizer(text, add_special_tokens=False)["input_ids"])
+        sizes = [load_image(v, image_root).size for v in images_of_row(row)]
+        n_image = sum(budget.num_tokens(w, h) for w, h in sizes)
+        needed = n_text - text.count(token) + n_image
+        longest = max(longest, needed)
+        if max_length is not None and needed > max_length:
+            shown = ", ".join(f"{w}x{h}" for w, h in sizes) or "none"
+            raise DatasetValidationError(
+                f"{row_label(row, i)}: needs {needed} tokens ({n_image} image tokens for image(s) {shown} at "
+                f"max_pixels={budget.max_pixels}, {needed - n_image} text tokens) but max_length is {max_length}; "
+                f"pass --max_length {needed} or more (or leave it unset: no truncation), or lower --max_pixels"
+            )
+    return longest
