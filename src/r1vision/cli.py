@@ -19,6 +19,7 @@ inference and evaluation:
   report       mean ± std curves and a mean/max table over runs (seeds)
 data and models:
   synth        write a synthetic dataset for a task
+  configs      list the shipped recipes and launcher configs with their paths (--config takes a name)
   merge        merge a LoRA run's adapter into its base model (a stand-alone folder)
   make-tiny-model   write a tiny random-weight Qwen-VL model with a real processor
   tasks        list the registered tasks
@@ -28,7 +29,7 @@ checks and demos:
   selftest     check this environment end to end
   demo         the embedded SFT -> GRPO demo on offline data
 
-`r1vision sft|grpo --config recipe.yaml --model M --dataset D --task T --output_dir O [--any_config_field V]`
+`r1vision sft|grpo --config recipe.yaml|RECIPE_NAME --model M --dataset D --task T --output_dir O [--any_config_field V]`
 """
 
 
@@ -38,9 +39,11 @@ def _train(kind: str, argv: Sequence[str]) -> int:
     from r1vision.recipes import ScriptArguments, run_grpo, run_sft
     from r1vision.trainer.config import VisionGRPOConfig, VisionSFTConfig
 
+    from r1vision.config_files import resolve_config_argv
+
     config_cls = VisionGRPOConfig if kind == "grpo" else VisionSFTConfig
     parser = TrlParser((ScriptArguments, config_cls), prog=f"r1vision {kind}")
-    script, config = parser.parse_args_and_config(list(argv))
+    script, config = parser.parse_args_and_config(resolve_config_argv(argv))
     out = run_grpo(script, config) if kind == "grpo" else run_sft(script, config)
     if config.process_index == 0:
         print(f"saved to {out}")
@@ -268,6 +271,7 @@ COMMANDS = {
     "selftest": _selftest,
     "vllm-serve": _vllm_serve,
     "demo": _demo,
+    "configs": lambda argv: __import__("r1vision.config_files", fromlist=["main"]).main(argv),
     "merge": lambda argv: __import__("r1vision.merge", fromlist=["main"]).main(argv),
 }
 
