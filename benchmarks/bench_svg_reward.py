@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from r1vision.synthetic.svg import figure_svg
+from r1vision.tasks.svg.synth import figure_svg
 from r1vision.tasks.svg.render import RenderPool
 from r1vision.tasks.svg.rewards import RewardConfig, SVGScorer, canvas_size, compare
 

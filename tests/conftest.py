@@ -26,7 +26,7 @@ def tiny_model():
 @pytest.fixture(scope="session")
 def color_dir(tmp_path_factory) -> Path:
     """A synthetic ``color`` dataset with train and test splits (PNG files + jsonl)."""
-    from r1vision.synthetic.color import synth_color
+    from r1vision.tasks.color.synth import synth_color
 
     root = tmp_path_factory.mktemp("color")
     synth_color(root, 16, seed=0, split="train")

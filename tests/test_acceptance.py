@@ -105,8 +105,12 @@ def _commands(name: str, work: Path, data: dict[str, Path]) -> list[list[str]]:
                          *(extra if kind == "grpo" else [])])  # fmt: skip
         model = str(run)  # the next stage trains on from this output (an adapter folder for LoRA)
     preds = out / "preds"
-    commands.append(["infer", "--task", task, "--model", model, "--dataset", str(data[task]), "--out", str(preds)])
-    commands.append(["eval", task, "--gt", str(data[task]), "--pred", str(preds), "--json-out", str(out / "eval.json")])
+    commands.append(
+        ["infer", "--task", task, "--model", model, "--dataset", str(data[task]), "--out", str(preds)]
+    )
+    commands.append(
+        ["eval", task, "--gt", str(data[task]), "--pred", str(preds), "--json-out", str(out / "eval.json")]
+    )
     return commands
 
 
@@ -162,7 +166,9 @@ def test_recipe_chain(acceptance, name):
     work, results = acceptance
     steps = results.get(name, [])
     failed = [s for s in steps if s["rc"] != 0]
-    assert not failed, f"{name}: `r1vision {' '.join(failed[0]['argv'][:1])}` exited {failed[0]['rc']}:\n{failed[0]['error']}"
+    assert not failed, (
+        f"{name}: `r1vision {' '.join(failed[0]['argv'][:1])}` exited {failed[0]['rc']}:\n{failed[0]['error']}"
+    )
     recipes, spec, task, _ = CHAINS[name]
     assert len(steps) == len(recipes) + 2  # training stage(s), infer, eval
     base = Path(_model(spec))

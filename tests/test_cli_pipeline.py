@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from r1vision.cli import main
-from r1vision.generation.records import RecordWriter, read_predictions
+from r1vision.vision.records import RecordWriter, read_predictions
 
 
 @pytest.fixture(scope="module")

@@ -6,20 +6,20 @@ import json
 
 import pytest
 
-from r1vision.demo.arms import StageResult, matched_steps
+from r1vision.demo.arms import CpuTimeBudget, StageResult, matched_steps
 from r1vision.demo.report import is_flat, verdict_lines
 
 
 def test_compact_prompt_rows(tmp_path):
-    from r1vision.synthetic.sgg import synth_sgg
     from r1vision.tasks.sgg.prompts import compact_prompt
+    from r1vision.tasks.sgg.synth import synth_sgg
     from r1vision.tasks.sgg.task import SGGTask
 
     synth_sgg(tmp_path, 2, seed=0, split="train", preset="demo")
     rows = SGGTask().load(str(tmp_path), "train", model_family="qwen2_vl", prompt="compact")
     text = rows[0]["prompt"][0]["content"][1]["text"]
     assert text == compact_prompt("qwen2_vl") and "0-1000" in text and len(text) < 200
-    with pytest.raises(ValueError, match="prompt="):
+    with pytest.raises(ValueError, match="option .prompt. expects one of .open., .closed., .compact."):
         SGGTask().load(str(tmp_path), "train", model_family="qwen2_vl", prompt="chatty")
 
 
@@ -59,7 +59,7 @@ def test_compact_tokenizer_round_trips_and_is_shorter(tmp_path):
 def test_compositional_split_keeps_held_out_pairs_out_and_in(tmp_path):
     import pyarrow.parquet as pq
 
-    from r1vision.synthetic.sgg import make_config, synth_sgg
+    from r1vision.tasks.sgg.synth import make_config, synth_sgg
 
     held = ("red triangle", "green circle", "blue square")
     synth_sgg(
@@ -90,10 +90,30 @@ def test_compositional_split_keeps_held_out_pairs_out_and_in(tmp_path):
         make_config("demo", exclude_names=["red triangle"], require_names=["red triangle"])
 
 
-def test_matched_steps_follow_the_measured_pace():
-    sft = StageResult("sft", "x", seconds=100.0, steps=400)  # 0.25 s/step
+def test_matched_steps_follow_the_measured_cpu_pace():
+    # Wall time 300 s (a loaded machine) but 100 s of CPU: the pace that counts is 0.25 CPU-s/step.
+    sft = StageResult("sft", "x", seconds=300.0, steps=400, cpu_seconds=100.0)
     assert matched_steps(50.0, sft) == 200
     assert matched_steps(0.01, sft) == 1
+
+
+def test_cpu_budget_stops_on_cpu_time_not_wall_time():
+    """The compute-matched arm's budget counts the process's CPU time, so machine load cannot shrink it."""
+    from types import SimpleNamespace
+
+    clock = [10.0]
+    budget = CpuTimeBudget(4.0, base_lr=1.0, clock=lambda: clock[0])
+    control = SimpleNamespace(should_training_stop=False)
+    opt = SimpleNamespace(param_groups=[{"lr": 0.0}])
+    budget.on_train_begin(None, None, control)
+    clock[0] = 11.0  # 1 of 4 CPU-seconds used: lr decays linearly
+    budget.on_step_begin(None, None, control, optimizer=opt)
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.75)
+    budget.on_step_end(None, None, control)
+    assert not control.should_training_stop
+    clock[0] = 14.0
+    budget.on_step_end(None, None, control)
+    assert control.should_training_stop
 
 
 def test_flat_curve_and_plain_verdicts():

@@ -53,7 +53,7 @@ def _run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory, tiny_model):
-    from r1vision.synthetic.color import synth_color
+    from r1vision.tasks.color.synth import synth_color
 
     root = tmp_path_factory.mktemp("dist")
     synth_color(root / "data", 16, seed=0, split="train")

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from r1vision.synthetic.geometry import KINDS, latex_fraction, latex_surd, surd, synth_geometry
 from r1vision.tasks.geometry import answers_match
 from r1vision.tasks.geometry.data import (
     DEFAULT_INSTRUCTION,
@@ -18,6 +17,7 @@ from r1vision.tasks.geometry.data import (
     load_geometry_dataset,
     split_file,
 )
+from r1vision.tasks.geometry.synth import KINDS, latex_fraction, latex_surd, surd, synth_geometry
 from r1vision.tasks.geometry.task import GeometryTask
 
 
@@ -74,7 +74,11 @@ def test_load_jsonl_with_relative_images(tmp_path: Path) -> None:
     assert row["completion"][0]["content"][0]["text"] == row["solution"]
     # a folder resolves MAYE's split names: train -> *_rl_*
     assert load_geometry_dataset(tmp_path, split="train")["id"] == ds["id"]
-    with pytest.raises(GeometryDataError, match="no jsonl file for split 'test'"):
+    # one split in the folder serves any request (with a notice); with two, a missing one is an error
+    assert load_geometry_dataset(tmp_path, split="test")["id"] == ds["id"]
+    synth_geometry(tmp_path, 2, seed=0, split="val")
+    assert len(load_geometry_dataset(tmp_path, split="val")) == 2  # synth --split val is found by val
+    with pytest.raises(GeometryDataError, match="no files for split 'test'"):
         load_geometry_dataset(tmp_path, split="test")
 
 

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from trl import TrlParser
 
-from r1vision.recipes import ScriptArguments
+from r1vision.recipes.train import ScriptArguments
 from r1vision.tasks import get_task
 from r1vision.trainer.config import VisionGRPOConfig, VisionSFTConfig
 

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 
 import datasets
 import pytest
 from PIL import Image
 
-from r1vision.synthetic.sgg import make_config, synth_rows, synth_sgg
 from r1vision.tasks.sgg.categories import load_vocabulary
 from r1vision.tasks.sgg.data import load_raw, to_trainer_format, validate_row, validate_rows
 from r1vision.tasks.sgg.parse import parse_scene_graph
+from r1vision.tasks.sgg.synth import make_config, synth_rows, synth_sgg
 from r1vision.tasks.sgg.task import SGGTask
 from r1vision.vision.budget import PixelBudget
 
@@ -80,19 +81,25 @@ def _write_all_formats(tmp_path):
     return out, jdir, disk, rows
 
 
-def test_same_rows_from_parquet_jsonl_and_save_to_disk(tmp_path):
+def test_same_rows_from_parquet_jsonl_and_save_to_disk(tmp_path, caplog):
     pq, jdir, disk, rows = _write_all_formats(tmp_path)
     expected = [(r["image_id"], r["objects"], r["relationships"]) for r in rows]
     for source in (pq, pq / "val.parquet", jdir, jdir / "val.jsonl", disk):
         ds, root = load_raw(source, "val")
         validate_rows(ds)
         assert [(r["image_id"], r["objects"], r["relationships"]) for r in ds] == expected, source
-    with pytest.raises(ValueError, match="no files for split"):
-        load_raw(pq, "train")
-    # Trainer rows from jsonl keep relative paths; the SFT target reads the size from the file.
+    # A folder with one split serves any requested split, with a notice (issue 13, item 5) ...
+    with caplog.at_level(logging.WARNING, logger="r1vision.tasks.loading"):
+        ds, _ = load_raw(pq, "train")
+    assert len(ds) == 5 and "holds one split (validation); using it for split 'train'" in caplog.text
+    # ... but with several splits a missing one is an error naming what is there.
+    synth_sgg(pq, 2, seed=3, split="train", preset="demo")
+    with pytest.raises(ValueError, match="no files for split 'test'.*splits \\['train', 'validation'\\]"):
+        load_raw(pq, "test")
+    # Relative image paths of a jsonl are made absolute; the SFT target reads the size from the file.
     ds, root = load_raw(jdir, "val")
     tr = to_trainer_format(ds, root, model_family="qwen2_vl")
-    assert tr[0]["images"] == [f"images/{rows[0]['image_id']}.png"]
+    assert tr[0]["images"] == [str((jdir / f"images/{rows[0]['image_id']}.png").resolve())]
     assert parse_scene_graph(tr[0]["completion"][0]["content"][0]["text"]).ok
 
 

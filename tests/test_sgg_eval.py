@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from r1vision.synthetic.sgg import make_config, synth_rows
 from r1vision.tasks.sgg.categories import load_vocabulary
 from r1vision.tasks.sgg.data import image_size, sft_target
 from r1vision.tasks.sgg.evaluate import evaluate_sgg, format_table
 from r1vision.tasks.sgg.predictions import read_predictions
+from r1vision.tasks.sgg.synth import make_config, synth_rows
 from r1vision.tasks.sgg.task import SGGTask
 
 

@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from r1vision.synthetic.sgg import make_config, synth_rows
 from r1vision.tasks.sgg.data import image_size, sft_target
 from r1vision.tasks.sgg.labels import EmbeddingSimilarity, LabelSimilarity, normalize_object
 from r1vision.tasks.sgg.rewards import (
@@ -21,6 +20,7 @@ from r1vision.tasks.sgg.rewards import (
     warmup_factor,
     with_warmup,
 )
+from r1vision.tasks.sgg.synth import make_config, synth_rows
 from r1vision.vision.budget import PixelBudget
 
 # 100 x 200 image; in the 0-1000 frame man = [0, 0, 500, 500], horse = [500, 500, 1000, 1000].

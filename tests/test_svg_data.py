@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from r1vision.tasks.base import get_task
+from r1vision.tasks import get_task
 from r1vision.tasks.loading import DatasetLoadError
 from r1vision.tasks.svg.sanitize import sanitize
 from r1vision.tasks.svg.task import SVGTask

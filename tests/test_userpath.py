@@ -57,7 +57,7 @@ def test_recipe_parses_without_deprecations_or_missing_reporters(recipe: Path, t
 
 def test_recipe_resolves_by_name_from_any_directory(tmp_path):
     """Item 7: recipes ship with the package and `--config NAME` finds them from anywhere."""
-    from r1vision.config_files import resolve_config, resolve_config_argv
+    from r1vision.recipes.config_files import resolve_config, resolve_config_argv
 
     os.chdir(tmp_path)
     assert resolve_config("sgg_grpo").resolve() == (ROOT / "configs/recipes/sgg_grpo.yaml").resolve()
@@ -112,7 +112,10 @@ def test_saved_processor_names_stock_classes(tiny_model, tmp_path):
     processor.save_pretrained(tmp_path)
     text = "".join(p.read_text() for p in tmp_path.glob("*.json"))
     assert "ImageOnly" not in text
-    assert json.loads((tmp_path / "tokenizer_config.json").read_text())["processor_class"] == "Qwen2_5_VLProcessor"
+    assert (
+        json.loads((tmp_path / "tokenizer_config.json").read_text())["processor_class"]
+        == "Qwen2_5_VLProcessor"
+    )
 
 
 def test_lora_run_leaves_merged_model_and_adapter_works_as_model(tiny_model, color_dir, tmp_path):
@@ -123,8 +126,26 @@ def test_lora_run_leaves_merged_model_and_adapter_works_as_model(tiny_model, col
     os.symlink(tiny_model("qwen2_vl"), "base")  # a relative --model, as a user types it
     out = tmp_path / "lora"
     argv = ["grpo", "--model", "base", "--dataset", str(color_dir), "--task", "color", "--output_dir", "lora"]
-    argv += ["--lora_r", "4", "--max_steps", "1", "--num_generations", "2", "--per_device_train_batch_size", "2"]
-    argv += ["--max_completion_length", "4", "--use_cpu", "true", "--max_pixels", "3136", "--report_to", "none"]
+    argv += [
+        "--lora_r",
+        "4",
+        "--max_steps",
+        "1",
+        "--num_generations",
+        "2",
+        "--per_device_train_batch_size",
+        "2",
+    ]
+    argv += [
+        "--max_completion_length",
+        "4",
+        "--use_cpu",
+        "true",
+        "--max_pixels",
+        "3136",
+        "--report_to",
+        "none",
+    ]
     argv += ["--save_strategy", "no"]
     assert main(argv) == 0
     adapter_cfg = json.loads((out / "adapter_config.json").read_text())
@@ -151,7 +172,16 @@ def test_launchers_without_gpu_keep_relative_paths(tiny_model, color_dir, tmp_pa
     os.symlink(tiny_model("qwen2_vl"), tmp_path / "m")
     os.symlink(color_dir, tmp_path / "data")
     sft = ["bash", str(ROOT / "scripts/sft/local.sh"), "--model", "m", "--dataset", "data", "--task", "color"]
-    sft += ["--output_dir", "out", "--max_steps", "1", "--per_device_train_batch_size", "2", "--max_pixels", "3136"]
+    sft += [
+        "--output_dir",
+        "out",
+        "--max_steps",
+        "1",
+        "--per_device_train_batch_size",
+        "2",
+        "--max_pixels",
+        "3136",
+    ]
     proc = subprocess.run(sft, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "no GPU found" in proc.stderr and (tmp_path / "out" / "model.safetensors").exists()
@@ -250,7 +280,9 @@ def test_sgg_loader_names_row_of_unreadable_image(tmp_path):
     objects = json.dumps([{"id": "circle.1", "bbox": [1, 1, 10, 10]}])
     with open(tmp_path / "train.jsonl", "w") as f:
         for i, name in enumerate(["ok.png", "bad.png"]):
-            f.write(json.dumps({"image_id": f"img{i}", "image": name, "objects": objects, "relationships": "[]"}))
+            f.write(
+                json.dumps({"image_id": f"img{i}", "image": name, "objects": objects, "relationships": "[]"})
+            )
             f.write("\n")
     with pytest.raises(Exception, match=r"row 1 \(image_id='img1'\): field 'image': cannot read"):
         get_task("sgg").load(str(tmp_path), split="train", model_family="qwen2_vl", with_completion=True)

@@ -67,7 +67,7 @@ def _hf(path: str):
 @pytest.fixture(scope="module")
 def qwen2_engine(tiny_model):
     """One float32 engine on the tiny Qwen2-VL for the module, with a 4..8-token pixel budget."""
-    from r1vision.trainer.modeling import apply_budget_to_processor
+    from r1vision.vision.budget import apply_budget_to_processor
 
     path = _vllm_model_path(tiny_model, "qwen2_vl")
     model, processor = _hf(path)
@@ -128,7 +128,7 @@ def test_weight_sync_on_cpu_matches_hf_after_each_update(qwen2_engine):
 
 @pytest.mark.parametrize("family", ["qwen2_5_vl", "qwen3_vl"])
 def test_other_families_see_the_trainers_image_tokens(tiny_model, family):
-    from r1vision.trainer.modeling import apply_budget_to_processor
+    from r1vision.vision.budget import apply_budget_to_processor
 
     path = _vllm_model_path(tiny_model, family)
     model, processor = _hf(path)
@@ -149,7 +149,7 @@ def test_other_families_see_the_trainers_image_tokens(tiny_model, family):
 def test_infer_backend_vllm(tiny_model, color_dir, tmp_path):
     import json
 
-    from r1vision.generation.infer import run_inference
+    from r1vision.recipes.infer import run_inference
     from r1vision.tasks import get_task
 
     path = _vllm_model_path(tiny_model, "qwen2_vl")

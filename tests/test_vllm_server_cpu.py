@@ -95,8 +95,7 @@ def model_path(tiny_model) -> str:
 def test_two_servers_generate_like_hf_take_weights_and_stop_together(model_path, tmp_path):
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
-    from r1vision.trainer.modeling import apply_budget_to_processor
-    from r1vision.vision.budget import PixelBudget
+    from r1vision.vision.budget import PixelBudget, apply_budget_to_processor
 
     base = _free_ports(2)
     serve = _serve(model_path, base, tmp_path / "logs")

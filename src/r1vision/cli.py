@@ -33,17 +33,97 @@ checks and demos:
 """
 
 
+# One name per thing in every command; the other spellings are accepted as aliases (both `--max-pixels`
+# and `--max_pixels` everywhere, TRL's `--model_name_or_path` / `--dataset_name`, older `--out` / `--gt`).
+ALIASES: dict[str, tuple[str, ...]] = {
+    "--model": ("--model_name_or_path",),
+    "--dataset": ("--dataset_name", "--gt"),
+    "--output_dir": ("--out",),
+    "--task_options": ("--options",),
+    "--reward_funcs": ("--rewards",),
+}
+# sft/grpo name the training split after TRL (`--dataset_split`); `--split` is accepted there too.
+TRAIN_ALIASES = {
+    "--split": "--dataset_split",
+    "--out": "--output_dir",
+    "--gt": "--dataset",
+    "--options": "--task_options",
+}
+
+
+def _spellings(name: str) -> list[str]:
+    """``--max-pixels`` -> [``--max-pixels``, ``--max_pixels``] (both spellings, this one first)."""
+    snake, kebab = name.replace("-", "_"), "--" + name[2:].replace("_", "-")
+    return list(dict.fromkeys([name, "--" + snake[2:], kebab]))
+
+
+def _add(p: argparse.ArgumentParser, name: str, **kwargs) -> None:
+    """Add option ``name`` (snake case) under both spellings and under its aliases."""
+    names = [s for n in (name, *ALIASES.get(name, ())) for s in _spellings(n)]
+    p.add_argument(*dict.fromkeys(names), dest=name[2:], **kwargs)
+
+
+def _add_task(p: argparse.ArgumentParser, required: bool = True) -> None:
+    """The task, as ``--task T`` or (for the commands that always took it so) positionally."""
+    p.add_argument("task_positional", nargs="?", metavar="TASK", help="task name (or --task)")
+    _add(p, "--task", default=None, help="task name (see `r1vision tasks`)")
+    p.set_defaults(_task_required=required)
+
+
+def _parse(p: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
+    a = p.parse_args(list(argv))
+    if hasattr(a, "task_positional"):
+        if a.task and a.task_positional and a.task != a.task_positional:
+            p.error(f"two tasks given: {a.task_positional!r} and --task {a.task!r}")
+        a.task = a.task or a.task_positional
+        if a._task_required and not a.task:
+            p.error("the task is required (TASK or --task)")
+    return a
+
+
+def _json_options(p: argparse.ArgumentParser, raw: str | None, what: str) -> dict:
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        p.error(f"{what} must be a JSON object: {exc}")
+    if not isinstance(value, dict):
+        p.error(f"{what} must be a JSON object, got {raw!r}")
+    return value
+
+
+def _task_and_options(p: argparse.ArgumentParser, a: argparse.Namespace):
+    """The task and the user's ``--task_options``, checked against its ``Options`` before any model loads."""
+    from r1vision.tasks import get_task
+
+    task = get_task(a.task)
+    opts = _json_options(p, a.task_options, "--task_options")
+    task.parse_options(opts)
+    return task, opts
+
+
+def _train_argv(argv: Sequence[str]) -> list[str]:
+    """sft/grpo: map the other commands' spellings onto the TrlParser field names."""
+    out = []
+    for arg in argv:
+        flag, eq, value = arg.partition("=")
+        canonical = "--" + flag[2:].replace("-", "_") if flag.startswith("--") else flag
+        flag = TRAIN_ALIASES.get(canonical, flag)
+        out.append(flag + eq + value if eq else flag)
+    return out
+
+
 def _train(kind: str, argv: Sequence[str]) -> int:
     from trl import TrlParser
 
-    from r1vision.recipes import ScriptArguments, run_grpo, run_sft
+    from r1vision.recipes.config_files import resolve_config_argv
+    from r1vision.recipes.train import ScriptArguments, run_grpo, run_sft
     from r1vision.trainer.config import VisionGRPOConfig, VisionSFTConfig
-
-    from r1vision.config_files import resolve_config_argv
 
     config_cls = VisionGRPOConfig if kind == "grpo" else VisionSFTConfig
     parser = TrlParser((ScriptArguments, config_cls), prog=f"r1vision {kind}")
-    script, config = parser.parse_args_and_config(resolve_config_argv(argv))
+    script, config = parser.parse_args_and_config(resolve_config_argv(_train_argv(argv)))
     out = run_grpo(script, config) if kind == "grpo" else run_sft(script, config)
     if config.process_index == 0:
         print(f"saved to {out}")
@@ -53,7 +133,18 @@ def _train(kind: str, argv: Sequence[str]) -> int:
 def _tasks(argv: Sequence[str]) -> int:
     from r1vision.tasks import get_task, list_tasks
 
-    argparse.ArgumentParser(prog="r1vision tasks").parse_args(argv)
+    p = argparse.ArgumentParser(prog="r1vision tasks", description="List the tasks, or one task's options.")
+    p.add_argument(
+        "--options", metavar="TASK", default=None, help="print TASK's options with types and defaults"
+    )
+    a = p.parse_args(argv)
+    if a.options:
+        from r1vision.tasks import task_class
+        from r1vision.tasks.options import describe
+
+        cls = task_class(a.options)
+        print(describe(a.options, cls.Options))
+        return 0
     for name in list_tasks():
         try:
             description = get_task(name).description
@@ -67,15 +158,16 @@ def _synth(argv: Sequence[str]) -> int:
     from r1vision.tasks import get_task
 
     p = argparse.ArgumentParser(prog="r1vision synth", description="Write a synthetic dataset for a task.")
-    p.add_argument("task")
-    p.add_argument("--out", required=True)
-    p.add_argument("--n", type=int, required=True)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--split", default="train")
-    p.add_argument("--options", default=None, help="JSON object of generator options")
-    a = p.parse_args(argv)
-    opts = json.loads(a.options) if a.options else {}
-    path = get_task(a.task).synth(a.out, a.n, seed=a.seed, split=a.split, **opts)
+    _add_task(p)
+    _add(p, "--output_dir", required=True, help="folder to write (rows + images)")
+    _add(p, "--n", type=int, required=True, help="number of rows")
+    _add(p, "--seed", type=int, default=0)
+    _add(p, "--split", default="train")
+    _add(p, "--synth_options", default=None, help="JSON object of generator options (alias --options)")
+    p.add_argument("--options", dest="synth_options", default=None, help=argparse.SUPPRESS)
+    a = _parse(p, argv)
+    opts = _json_options(p, a.synth_options, "--synth_options")
+    path = get_task(a.task).synth(a.output_dir, a.n, seed=a.seed, split=a.split, **opts)
     print(f"wrote {a.n} {a.task} rows ({a.split}) to {path}")
     return 0
 
@@ -84,27 +176,23 @@ def _make_tiny(argv: Sequence[str]) -> int:
     from r1vision.testing.tiny import FAMILIES, make_tiny_model
 
     p = argparse.ArgumentParser(prog="r1vision make-tiny-model")
-    p.add_argument("--family", choices=FAMILIES, required=True)
-    p.add_argument("--out", required=True)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--hidden", type=int, default=64)
-    p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--vocab-size", type=int, default=1024)
-    p.add_argument("--vision-width", type=int, default=32)
-    p.add_argument("--vision-depth", type=int, default=2)
-    p.add_argument(
-        "--head-dim", type=int, default=None, help="sets heads = hidden / head_dim (vLLM-CPU needs 64)"
-    )
-    p.add_argument("--rope-theta", type=float, default=10000.0)
-    p.add_argument(
-        "--mrope-section", type=int, nargs=3, default=None, help="three ints summing to head_dim/2"
-    )
+    _add(p, "--family", choices=FAMILIES, required=True)
+    _add(p, "--output_dir", required=True)
+    _add(p, "--seed", type=int, default=0)
+    _add(p, "--hidden", type=int, default=64)
+    _add(p, "--layers", type=int, default=2)
+    _add(p, "--heads", type=int, default=4)
+    _add(p, "--vocab_size", type=int, default=1024)
+    _add(p, "--vision_width", type=int, default=32)
+    _add(p, "--vision_depth", type=int, default=2)
+    _add(p, "--head_dim", type=int, default=None, help="sets heads = hidden / head_dim (vLLM-CPU needs 64)")
+    _add(p, "--rope_theta", type=float, default=10000.0)
+    _add(p, "--mrope_section", type=int, nargs=3, default=None, help="three ints summing to head_dim/2")
     a = p.parse_args(argv)
     heads = a.hidden // a.head_dim if a.head_dim else a.heads
     path = make_tiny_model(
         a.family,
-        a.out,
+        a.output_dir,
         seed=a.seed,
         hidden=a.hidden,
         layers=a.layers,
@@ -121,34 +209,35 @@ def _make_tiny(argv: Sequence[str]) -> int:
 
 def _infer(argv: Sequence[str]) -> int:
     from r1vision.generation.hf import SamplingOptions
-    from r1vision.generation.infer import run_inference
-    from r1vision.tasks import get_task
+    from r1vision.recipes.infer import run_inference
 
     p = argparse.ArgumentParser(prog="r1vision infer", description="Batched, resumable generation.")
-    p.add_argument("--task", required=True)
-    p.add_argument("--model", required=True)
-    p.add_argument("--dataset", required=True)
-    p.add_argument("--split", default="test")
-    p.add_argument("--out", required=True, help="output folder (shard-*.jsonl); rerun to resume")
-    p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--max-new-tokens", type=int, default=256)
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--num-samples", type=int, default=1)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--min-pixels", type=int, default=None)
-    p.add_argument("--max-pixels", type=int, default=None)
-    p.add_argument("--limit", type=int, default=None)
-    p.add_argument("--image-root", default=None)
-    p.add_argument("--backend", choices=["hf", "vllm"], default="hf",
-                   help="generation backend; 'vllm' needs vLLM (on CPU: scripts/install_vllm_cpu.sh)")  # fmt: skip
-    a = p.parse_args(argv)
+    _add_task(p)
+    _add(p, "--model", required=True, help="Hub id or local folder")
+    _add(p, "--dataset", required=True, help="Hub id, local folder or file")
+    _add(p, "--split", default="test")
+    _add(p, "--output_dir", required=True, help="output folder (shard-*.jsonl); rerun to resume")
+    _add(p, "--batch_size", type=int, default=8)
+    _add(p, "--max_new_tokens", type=int, default=256)
+    _add(p, "--temperature", type=float, default=0.0)
+    _add(p, "--top_p", type=float, default=1.0)
+    _add(p, "--num_samples", type=int, default=1)
+    _add(p, "--seed", type=int, default=0)
+    _add(p, "--min_pixels", type=int, default=None)
+    _add(p, "--max_pixels", type=int, default=None)
+    _add(p, "--limit", type=int, default=None)
+    _add(p, "--image_root", default=None)
+    _add(p, "--task_options", default=None, help="JSON object of the task's options (prompt style, ...)")
+    _add(p, "--backend", choices=["hf", "vllm"], default="hf",
+         help="generation backend; 'vllm' needs vLLM (on CPU: scripts/install_vllm_cpu.sh)")  # fmt: skip
+    a = _parse(p, argv)
+    task, task_opts = _task_and_options(p, a)
     options = SamplingOptions(a.max_new_tokens, a.temperature, a.top_p, a.num_samples, a.seed)
     out = run_inference(
-        get_task(a.task),
+        task,
         a.model,
         a.dataset,
-        a.out,
+        a.output_dir,
         split=a.split,
         batch_size=a.batch_size,
         options=options,
@@ -157,34 +246,34 @@ def _infer(argv: Sequence[str]) -> int:
         limit=a.limit,
         image_root=a.image_root,
         backend=a.backend,
+        task_options=task_opts,
     )
     print(f"predictions in {out}")
     return 0
 
 
 def _eval(argv: Sequence[str]) -> int:
-    from r1vision.tasks import get_task
-    from r1vision.tasks.base import evaluate_files
+    from r1vision.recipes.evaluate import evaluate_files
 
     p = argparse.ArgumentParser(prog="r1vision eval", description="Score predictions against ground truth.")
-    p.add_argument("task")
-    p.add_argument("--gt", required=True, help="ground truth: Hub id, folder or file")
-    p.add_argument("--pred", required=True, help="predictions: an infer output folder or a file")
-    p.add_argument("--split", default="test")
-    p.add_argument("--json-out", default=None)
-    p.add_argument("--records-out", default=None, help="write per-item verdicts as jsonl")
-    p.add_argument("--compat", default=None, help="reproduce another project's evaluator (sgg: r1sgg)")
-    p.add_argument("--model-family", default=None, help="box frame when records do not name it")
-    p.add_argument("--min-pixels", type=int, default=None)
-    p.add_argument("--max-pixels", type=int, default=None)
-    p.add_argument("--contact-sheet", default=None, help="svg: PNG of ground truth vs prediction with scores")
-    p.add_argument("--options", default=None, help="JSON object of more task-specific options")
-    a = p.parse_args(argv)
-    opts = json.loads(a.options) if a.options else {}
+    _add_task(p)
+    _add(p, "--dataset", required=True, help="ground truth: Hub id, folder or file (alias --gt)")
+    _add(p, "--pred", required=True, help="predictions: an infer output folder or a file")
+    _add(p, "--split", default="test")
+    _add(p, "--json_out", default=None)
+    _add(p, "--records_out", default=None, help="write per-item verdicts as jsonl")
+    _add(p, "--compat", default=None, help="reproduce another project's evaluator (sgg: r1sgg)")
+    _add(p, "--model_family", default=None, help="box frame when records do not name it")
+    _add(p, "--min_pixels", type=int, default=None)
+    _add(p, "--max_pixels", type=int, default=None)
+    _add(p, "--contact_sheet", default=None, help="svg: PNG of ground truth vs prediction with scores")
+    _add(p, "--task_options", default=None, help="JSON object of the task's options")
+    a = _parse(p, argv)
+    task, opts = _task_and_options(p, a)
     for key in ("compat", "model_family", "min_pixels", "max_pixels", "contact_sheet"):
         if getattr(a, key) is not None:
             opts[key] = getattr(a, key)
-    result = evaluate_files(get_task(a.task), a.gt, a.pred, split=a.split, **opts)
+    result = evaluate_files(task, a.dataset, a.pred, split=a.split, **opts)
     width = max((len(k) for k in result.metrics), default=10)
     for key, value in result.metrics.items():
         print(f"{key:<{width}}  {value:.4f}")
@@ -202,16 +291,18 @@ def _viz(argv: Sequence[str]) -> int:
     from r1vision.tasks.sgg.viz import visualize_prediction
 
     p = argparse.ArgumentParser(prog="r1vision viz", description="Draw predictions against ground truth.")
-    p.add_argument("task", choices=["sgg"])
-    p.add_argument("--gt", required=True, help="dataset with images (Hub id, folder or file)")
-    p.add_argument("--pred", default=None, help="r1vision infer output (folder or jsonl); omit for GT only")
-    p.add_argument("--split", default="val")
-    p.add_argument("--index", type=int, nargs="+", default=[0], help="row indices to draw")
-    p.add_argument("--out", required=True, help="output folder for PNGs")
-    p.add_argument("--model-family", default=None)
-    a = p.parse_args(argv)
+    _add_task(p)
+    _add(p, "--dataset", required=True, help="dataset with images (Hub id, folder or file; alias --gt)")
+    _add(p, "--pred", default=None, help="r1vision infer output (folder or jsonl); omit for GT only")
+    _add(p, "--split", default="val")
+    _add(p, "--index", type=int, nargs="+", default=[0], help="row indices to draw")
+    _add(p, "--output_dir", required=True, help="output folder for PNGs")
+    _add(p, "--model_family", default=None)
+    a = _parse(p, argv)
+    if a.task not in ("sgg", "sgg_psg"):
+        p.error(f"viz draws scene graphs (sgg, sgg_psg), not {a.task!r}")
     for path in visualize_prediction(
-        a.gt, a.pred, a.index, a.out, split=a.split, model_family=a.model_family
+        a.dataset, a.pred, a.index, a.output_dir, split=a.split, model_family=a.model_family
     ):
         print(f"wrote {path}")
     return 0
@@ -227,9 +318,9 @@ def _report(argv: Sequence[str]) -> int:
     p.add_argument(
         "--metrics", default=None, help="comma-separated metric names (default: reward, accuracy, ...)"
     )
-    p.add_argument("--out", required=True, help="folder for the PNGs and report.md")
+    _add(p, "--output_dir", required=True, help="folder for the PNGs and report.md")
     a = p.parse_args(argv)
-    print(report(a.runs, a.out, a.metrics.split(",") if a.metrics else None))
+    print(report(a.runs, a.output_dir, a.metrics.split(",") if a.metrics else None))
     return 0
 
 
@@ -271,8 +362,8 @@ COMMANDS = {
     "selftest": _selftest,
     "vllm-serve": _vllm_serve,
     "demo": _demo,
-    "configs": lambda argv: __import__("r1vision.config_files", fromlist=["main"]).main(argv),
-    "merge": lambda argv: __import__("r1vision.merge", fromlist=["main"]).main(argv),
+    "configs": lambda argv: __import__("r1vision.recipes.config_files", fromlist=["main"]).main(argv),
+    "merge": lambda argv: __import__("r1vision.trainer.merge", fromlist=["main"]).main(argv),
 }
 
 
@@ -286,7 +377,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command not in COMMANDS:
         print(f"r1vision: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
         return 2
-    return COMMANDS[command](rest) or 0
+    from r1vision.tasks.loading import DatasetLoadError
+    from r1vision.tasks.options import TaskOptionError
+
+    try:
+        return COMMANDS[command](rest) or 0
+    except (TaskOptionError, DatasetLoadError) as exc:  # bad input: the message says what, no traceback
+        print(f"r1vision {command}: error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -167,7 +167,7 @@ def shape_of(config: Any) -> ModelShape:
     from torch import nn
     from transformers import AutoModelForImageTextToText
 
-    from r1vision.trainer.modeling import is_vision_param
+    from r1vision.vision.family import is_vision_param
 
     with torch.device("meta"):
         model = AutoModelForImageTextToText.from_config(config)

@@ -9,6 +9,8 @@ import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from r1vision.vision.family import FAMILIES
+
 
 def _check(name: str, fn: Callable[[], str]) -> bool:
     start = time.time()
@@ -321,7 +323,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="single: in this process; ddp / zero3: through accelerate launch in --nproc processes",
     )
     p.add_argument("--nproc", type=int, default=2, help="processes for the ddp / zero3 layouts")
-    p.add_argument("--family", default="qwen2_vl", choices=["qwen2_vl", "qwen2_5_vl", "qwen3_vl"])
+    p.add_argument("--family", default="qwen2_vl", choices=list(FAMILIES))
     p.add_argument(
         "--backend",
         default="hf",

@@ -2,7 +2,7 @@
 
 Everything is built locally, nothing is downloaded: a ~0.6 M-parameter Qwen2-VL-style model with a BPE
 trained on the targets, synthetic 84x84 scenes, SFT, GRPO from the SFT checkpoint (format + object F1 +
-relation F1 rewards), and SFT continued from the same checkpoint for GRPO's wall time with a decaying
+relation F1 rewards), and SFT continued from the same checkpoint for GRPO's process CPU time with a decaying
 learning rate (the fair baseline). All three arms are evaluated on held-out i.i.d. and OOD scenes.
 Outputs go to ``demo_out/``: ``eval_table.md``, ``eval.json``, ``metrics.csv``, ``reward_curve.png``,
 ``drawings/`` and per-seed folders with data, checkpoints and predictions.
@@ -63,13 +63,13 @@ def run_seed(cfg: DemoConfig, seed: int, out: Path, quiet: bool = False) -> tupl
     secs["grpo"] = grpo.seconds
     evaluate(grpo)
 
-    # Upper bound only: the clock stops it (pace estimates drift with the machine's load).
-    steps = 3 * arms.matched_steps(grpo.seconds, sft)
-    _say(f"[4/6] compute-matched SFT: {grpo.seconds:.0f}s of wall time (GRPO's), lr {cfg.baseline_lr:g} "
-         "decaying linearly to 0 over that time")  # fmt: skip
+    # Upper bound only: the CPU-time budget stops it.
+    steps = 3 * arms.matched_steps(grpo.cpu_seconds, sft)
+    _say(f"[4/6] compute-matched SFT: {grpo.cpu_seconds:.0f}s of process CPU time (GRPO's), lr "
+         f"{cfg.baseline_lr:g} decaying linearly to 0 over it")  # fmt: skip
     matched = arms.train_sft("sft_matched", sft.model_dir, data, out / "sft_matched", cfg, seed, steps,
                              cfg.baseline_lr, scheduler="constant", warmup_ratio=0.0, quiet=quiet,
-                             seconds=grpo.seconds)  # fmt: skip
+                             cpu_seconds=grpo.cpu_seconds)  # fmt: skip
     secs["sft_matched"] = matched.seconds
     evaluate(matched)
 
@@ -82,6 +82,7 @@ def run_seed(cfg: DemoConfig, seed: int, out: Path, quiet: bool = False) -> tupl
         "seed": seed,
         "eval": evals,
         "seconds": secs,
+        "cpu_seconds": {"sft": sft.cpu_seconds, "grpo": grpo.cpu_seconds, "sft_matched": matched.cpu_seconds},
         "steps": {"sft": sft.steps, "grpo": grpo.steps, "sft_matched": matched.steps},
         "reward_curve_flat": report.is_flat(curve),
         "load_average": list(os.getloadavg()),

@@ -36,12 +36,12 @@ HEADLINE = "relation_recall"  # the no-graph-constraint recall: GT pairs here of
 def evaluate_arm(model_dir: str, data: Path, split: str, out_dir: Path, cfg: DemoConfig) -> dict[str, float]:
     """Greedy predictions for ``split`` (``r1vision infer``), scored by ``r1vision eval sgg`` and the F1 rewards."""
     from r1vision.generation.hf import SamplingOptions
-    from r1vision.generation.infer import run_inference
-    from r1vision.generation.records import read_predictions
+    from r1vision.recipes.infer import run_inference
     from r1vision.tasks.sgg.data import load_raw
     from r1vision.tasks.sgg.f1 import F1Scorer
     from r1vision.tasks.sgg.parse import parse_scene_graph
     from r1vision.tasks.sgg.rewards import format_score
+    from r1vision.vision.records import read_predictions
 
     task = CompactSGGTask()
     run_inference(
@@ -165,7 +165,7 @@ def write_tables(out: Path, results: Sequence[dict[str, Any]], cfg: DemoConfig) 
             else "never drawn"
         )
         + f"; GRPO prompts ({cfg.rl_objects[0]}-{cfg.rl_objects[1]} objects) show every pair; the "
-        "compute-matched arm continues SFT (same data, linear decay) for GRPO's wall time. Greedy decoding "
+        "compute-matched arm continues SFT (same data, linear decay) for GRPO's process CPU time. Greedy decoding "
         "on held-out scenes; percentages" + (", mean ± std over seeds." if len(results) > 1 else ".")
     )
     md.append(
@@ -278,10 +278,10 @@ def draw_predictions(
     out: Path, data: Path, preds: dict[str, Path], split: str, n: int, cfg: DemoConfig
 ) -> list[Path]:
     """``r1vision viz sgg`` pictures of the first ``n`` rows of ``split`` for each arm."""
-    from r1vision.generation.records import read_predictions
     from r1vision.tasks.sgg.data import load_raw
     from r1vision.tasks.sgg.viz import render_sgg
     from r1vision.vision.images import load_image
+    from r1vision.vision.records import read_predictions
 
     raw, root = load_raw(str(data), split)
     paths = []

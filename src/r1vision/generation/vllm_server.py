@@ -79,7 +79,8 @@ class ServerEngine:
 
         from r1vision.generation import vllm_compat
         from r1vision.generation.vllm_engine import engine_kwargs, setup_cpu_env
-        from r1vision.trainer.modeling import budget_for, model_family
+        from r1vision.vision.budget import resolve_budget
+        from r1vision.vision.family import model_family
 
         setup_cpu_env()
         # In-process engine core: weights are loaded into the model object directly (no RPC to a worker).
@@ -89,7 +90,7 @@ class ServerEngine:
         # Read the model before importing vLLM, so a wrong path fails in seconds.
         family = model_family(AutoConfig.from_pretrained(options.model))
         processor = AutoProcessor.from_pretrained(options.model)
-        self.budget = budget_for(processor, family, options.min_pixels, options.max_pixels)
+        self.budget = resolve_budget(family, options.min_pixels, options.max_pixels, processor)
         from vllm import LLM
 
         # On CPU generate in float32, the training dtype there (vLLM-CPU would pick bfloat16 for "auto");

@@ -1,4 +1,5 @@
-"""The Task interface: what a task family (colour, scene graphs, geometry, SVG) provides to the CLI.
+"""The Task interface (registry: :mod:`r1vision.tasks.registry`; the ``eval`` runner:
+:mod:`r1vision.recipes.evaluate`): what a task family (colour, scene graphs, geometry, SVG) provides to the CLI.
 
 A task turns a dataset source (Hub id, local directory or file) into rows in *trainer format*:
 
@@ -13,12 +14,15 @@ Reward functions follow TRL's convention ``f(prompts, completions, **columns) ->
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-RewardFunc = Callable[..., list[float]]
+from r1vision.tasks.common import RewardFunc, completion_text
+from r1vision.tasks.options import NoOptions, check_options, parse_options
+
+__all__ = ["EvalResult", "RewardFunc", "RewardSpec", "Task", "completion_text"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,18 @@ class Task(ABC):
 
     name: str = ""
     description: str = ""
+    #: The task's options as a dataclass (types, defaults, help); see :mod:`r1vision.tasks.options`.
+    Options: ClassVar[type] = NoOptions
+
+    @classmethod
+    def parse_options(cls, given: dict[str, Any] | None) -> Any:
+        """The user's options (``--task_options``) as an ``Options`` instance; unknown names or wrong
+        types raise :class:`~r1vision.tasks.options.TaskOptionError` naming the valid ones."""
+        return parse_options(cls.name, cls.Options, given)
+
+    def check_options(self, given: dict[str, Any]) -> dict[str, Any]:
+        """Validate keyword options (the task's own plus the runner's context keys); return them."""
+        return check_options(self.name, self.Options, given)
 
     @abstractmethod
     def synth(self, out_dir: str | Path, n: int, seed: int = 0, split: str = "train", **kwargs: Any) -> Path:
@@ -74,76 +90,3 @@ class Task(ABC):
             values = spec.func(prompts, list(completions), **columns)
             metrics[f"reward/{spec.name}"] = float(sum(values) / max(len(values), 1))
         return EvalResult(metrics=metrics)
-
-
-def completion_text(completion: Any) -> str:
-    """The text of a TRL completion: a string, a message list, a message dict or a list of content parts.
-
-    Shared by every task's rewards. (The SVG render sandbox keeps its own copy in ``svg/extract.py``
-    because its worker processes must not import r1vision.)
-    """
-    if completion is None:
-        return ""
-    if isinstance(completion, str):
-        return completion
-    if isinstance(completion, dict):
-        if "content" in completion:
-            return completion_text(completion["content"])
-        return str(completion.get("text") or "") if completion.get("type") == "text" else ""
-    if isinstance(completion, (list, tuple)):
-        return "".join(completion_text(item) for item in completion)
-    return str(completion)
-
-
-_REGISTRY: dict[str, type[Task] | str] = {}
-
-
-def register_task(name: str, target: type[Task] | str) -> None:
-    """Register a task class, or a ``"module:Class"`` path imported on first use (keeps optional deps lazy)."""
-    _REGISTRY[name] = target
-
-
-def get_task(name: str) -> Task:
-    """Instantiate the task registered under ``name``; the error lists the known names."""
-    if name not in _REGISTRY:
-        raise KeyError(f"unknown task {name!r}; known tasks: {', '.join(sorted(_REGISTRY))}")
-    target = _REGISTRY[name]
-    if isinstance(target, str):
-        import importlib
-
-        module, _, cls_name = target.partition(":")
-        target = getattr(importlib.import_module(module), cls_name)
-        _REGISTRY[name] = target
-    return target()
-
-
-def list_tasks() -> list[str]:
-    """Names of all registered tasks."""
-    return sorted(_REGISTRY)
-
-
-def evaluate_files(task: Task, gt: str, pred: str, split: str = "test", **kwargs: Any) -> EvalResult:
-    """Default ``r1vision eval``: load ground truth with ``task.load``, align predictions by ``index``.
-
-    Tasks with their own prediction formats (e.g. R1-SGG's gathered json) define
-    ``evaluate_files(self, gt, pred, split, **kwargs)`` and are called instead.
-    """
-    custom = getattr(task, "evaluate_files", None)
-    if callable(custom):
-        return custom(gt, pred, split=split, **kwargs)
-    from r1vision.generation.records import read_predictions
-
-    rows = task.load(gt, split=split, **kwargs)
-    preds = read_predictions(pred)
-    by_index = {int(r["index"]): r for r in preds}
-    # Several samples per row (``--num-samples``) are passed as a list: tasks score pass@k from them.
-    completions = [
-        (by_index[i].get("samples") or by_index[i]["completion"]) if i in by_index else ""
-        for i in range(len(rows))
-    ]
-    result = task.evaluate([rows[i] for i in range(len(rows))], completions, **kwargs)
-    result.metrics.setdefault("num_items", float(len(rows)))
-    result.metrics.setdefault(
-        "missing_predictions", float(sum(1 for i in range(len(rows)) if i not in by_index))
-    )
-    return result

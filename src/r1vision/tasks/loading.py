@@ -1,67 +1,240 @@
-"""One loader for every task: a Hub id, a ``save_to_disk`` folder, a folder of split files, or one file."""
+"""One loader for every task: a Hub id, a ``save_to_disk`` folder, a folder of split files, or one file.
+
+Split names go through one alias table (:data:`SPLIT_ALIASES`): ``val``, ``valid``, ``dev`` and
+``validation`` name the same split, ``rl`` (MAYE's file names) and ``train`` another. Where a source holds
+a single split — R1-SGG's validation set keeps its rows in a split named ``train``, a lone file, a folder
+with one untagged data file — that split is used for any requested name, with a notice on the log.
+"""
 
 from __future__ import annotations
 
+import logging
+import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-_FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
+logger = logging.getLogger(__name__)
+
+_FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv", ".arrow": "arrow"}
+# JSON files that describe a dataset rather than hold its rows.
+_METADATA_FILES = {"vocab.json", "dataset_info.json", "state.json", "dataset_dict.json"}
+
+_SHARD = re.compile(r"^(?P<prefix>.*?)-\d+-of-\d+$")
+
+# Each group is one split; the first name is the canonical one.
+SPLIT_ALIASES: tuple[tuple[str, ...], ...] = (
+    ("train", "rl", "training"),
+    ("validation", "val", "valid", "dev"),
+    ("test", "testing"),
+)
 
 
 class DatasetLoadError(ValueError):
     """A dataset source cannot be loaded or lacks required columns; the message names it."""
 
 
-def _split_file(folder: Path, split: str) -> Path | None:
-    """The file for ``split`` in ``folder``: ``{split}.ext`` first, else the one file whose name contains it."""
-    for ext in _FILE_BUILDERS:
-        candidate = folder / f"{split}{ext}"
-        if candidate.is_file():
-            return candidate
-    matches = sorted(p for p in folder.iterdir() if p.suffix in _FILE_BUILDERS and split in p.stem)
-    if len(matches) > 1:
-        raise DatasetLoadError(f"{folder}: several files match split {split!r}: {[m.name for m in matches]}")
-    return matches[0] if matches else None
+def split_names(split: str) -> tuple[str, ...]:
+    """Every name of ``split``: the name itself first, then its aliases (``val`` → val, validation, ...)."""
+    for group in SPLIT_ALIASES:
+        if split in group:
+            return (split, *(name for name in group if name != split))
+    return (split,)
 
 
-def load_rows(source: str | Path, split: str = "train", required: Sequence[str] = (), **kwargs: Any):
-    """Load ``source`` as a ``datasets.Dataset``.
+def canonical_split(split: str) -> str:
+    """The canonical name of ``split``'s group (``val`` → ``validation``); unknown names are kept."""
+    for group in SPLIT_ALIASES:
+        if split in group:
+            return group[0]
+    return split
+
+
+def _tokens(name: str) -> list[str]:
+    return name.lower().replace("-", "_").replace(".", "_").split("_")
+
+
+def _split_of(file: Path, folder: Path) -> str | None:
+    """The canonical split a data file belongs to by its name or a parent folder's name, if any."""
+    names = [file.stem, *(p.name for p in file.relative_to(folder).parents if p.name)]
+    for name in names:
+        tokens = _tokens(name)
+        for group in SPLIT_ALIASES:
+            if name.lower() in group or any(t in group for t in tokens):
+                return group[0]
+    return None
+
+
+def _named_exactly(file: Path, folder: Path, split: str) -> bool:
+    """The file's name (or shard prefix, or a parent folder) is ``split`` itself."""
+    match = _SHARD.match(file.stem)
+    stem = match.group("prefix") if match else file.stem
+    return stem == split or any(p.name == split for p in file.relative_to(folder).parents if p.name)
+
+
+def pick_split(available: Sequence[str], split: str, source: Any) -> str:
+    """The name among ``available`` that serves ``split`` (aliases; a lone split serves any request)."""
+    for name in split_names(split):
+        if name in available:
+            return name
+    if len(available) == 1:
+        only = next(iter(available))
+        logger.warning("%s has one split, %r; using it for split %r", source, only, split)
+        return only
+    raise DatasetLoadError(f"{source}: no split {split!r}; available: {', '.join(available)}")
+
+
+def data_files(folder: Path, split: str) -> list[Path]:
+    """The data files of ``split`` in ``folder`` (recursively, so the Hub's ``data/<split>-*.parquet``
+    layout works). Files are matched by the canonical split of their name or folder; a folder whose files
+    name no split, or name a single one, is one split and serves any request (with a notice)."""
+    files = sorted(
+        f
+        for f in folder.rglob("*")
+        if f.is_file()
+        and f.suffix in _FILE_BUILDERS
+        and f.name not in _METADATA_FILES
+        and not any(part.startswith(".") for part in f.relative_to(folder).parts)
+    )
+    if not files:
+        raise DatasetLoadError(
+            f"{folder}: no data files (.jsonl/.json/.parquet/.csv/.arrow) and not a saved dataset"
+        )
+    exact = [f for f in files if _named_exactly(f, folder, split)]
+    if exact:  # a split named exactly as asked wins over aliases (the demo keeps "train" and "rl" apart)
+        return _one_dataset(exact, folder, split)
+    tagged = {f: _split_of(f, folder) for f in files}
+    wanted = canonical_split(split)
+    chosen = [f for f, s in tagged.items() if s == wanted]
+    if chosen:
+        return _one_dataset(chosen, folder, split)
+    present = sorted({s for s in tagged.values() if s is not None})
+    if len(present) <= 1:
+        logger.warning(
+            "%s holds one split (%s); using it for split %r",
+            folder,
+            present[0] if present else "untagged",
+            split,
+        )
+        return files
+    raise DatasetLoadError(
+        f"{folder}: no files for split {split!r} (aliases {list(split_names(split))}); "
+        f"it has splits {present}: {[str(f.relative_to(folder)) for f in files]}"
+    )
+
+
+def _one_dataset(files: list[Path], folder: Path, split: str) -> list[Path]:
+    """``files`` when they are parts of one dataset (shards ``x-00000-of-00002``, or files in a folder named
+    after the split); several unrelated files for one split (e.g. ``geometry3k_test`` and ``mm_math_test``)
+    are ambiguous and an error."""
+    if len(files) == 1:
+        return files
+    prefixes = {m.group("prefix") if (m := _SHARD.match(f.stem)) else None for f in files}
+    parents = {f.parent for f in files}
+    if (len(prefixes) == 1 and None not in prefixes) or (
+        len(parents) == 1 and canonical_split(next(iter(parents)).name) == canonical_split(split)
+    ):
+        return files
+    raise DatasetLoadError(
+        f"{folder}: several files match split {split!r}: {[str(f.relative_to(folder)) for f in files]}; "
+        "pass one file"
+    )
+
+
+@dataclass(frozen=True)
+class Located:
+    """Where a source's rows for one split are: ``kind`` is ``hub``, ``disk`` or ``files``."""
+
+    kind: str
+    source: str
+    split: str
+    files: tuple[Path, ...] = ()
+    root: Path | None = None  # the folder relative image paths resolve against
+
+
+def locate(source: str | Path, split: str = "train") -> Located:
+    """Decide how to read ``split`` of ``source`` without reading any rows."""
+    path = Path(str(source)).expanduser()
+    if path.is_dir() and any(
+        (path / n).exists() for n in ("dataset_info.json", "state.json", "dataset_dict.json")
+    ):
+        return Located("disk", str(path), split, root=path)
+    if path.is_dir():
+        return Located("files", str(path), split, tuple(data_files(path, split)), path)
+    if path.is_file():
+        if path.suffix not in _FILE_BUILDERS:
+            raise DatasetLoadError(f"{path}: unsupported file type (use {', '.join(_FILE_BUILDERS)})")
+        named = _split_of(path, path.parent)
+        if named is not None and named != canonical_split(split):
+            logger.warning("%s is a single file (split %r); using it for split %r", path, named, split)
+        return Located("files", str(path), split, (path,), path.parent)
+    if str(source).startswith((".", "/", "~")) or path.suffix in _FILE_BUILDERS:
+        raise DatasetLoadError(f"dataset path does not exist: {path}")
+    return Located("hub", str(source), split)
+
+
+def load_rows(source: str | Path, split: str = "train", required: Sequence[str] = (), **hub_kwargs: Any):
+    """Load ``split`` of ``source`` as a ``datasets.Dataset``.
 
     Local string image paths (columns ``image``/``images``) are made absolute relative to the data file,
-    so rows stay valid wherever the training process runs.
+    so rows stay valid wherever the training process runs. ``hub_kwargs`` go to ``datasets.load_dataset``.
     """
     import datasets
 
-    path = Path(str(source)).expanduser()
-    data_file: Path | None = None
-    if path.is_dir() and ((path / "dataset_info.json").exists() or (path / "state.json").exists()):
-        loaded = datasets.load_from_disk(str(path))
-        dataset = loaded[split] if isinstance(loaded, datasets.DatasetDict) else loaded
-    elif path.is_dir() and (path / "dataset_dict.json").exists():
-        dataset = datasets.load_from_disk(str(path))[split]
-    elif path.is_dir():
-        data_file = _split_file(path, split)
-        if data_file is None:
-            raise DatasetLoadError(
-                f"{path}: no data file for split {split!r} (looked for {split}.jsonl/.parquet/...)"
-            )
-    elif path.is_file():
-        data_file = path
-    elif str(source).startswith((".", "/")) or path.suffix in _FILE_BUILDERS:
-        raise DatasetLoadError(f"dataset path does not exist: {path}")
-    else:  # a Hub id
-        dataset = datasets.load_dataset(str(source), split=split, **kwargs)
-    if data_file is not None:
-        builder = _FILE_BUILDERS.get(data_file.suffix)
-        if builder is None:
-            raise DatasetLoadError(f"{data_file}: unsupported file type (use {', '.join(_FILE_BUILDERS)})")
-        dataset = datasets.load_dataset(builder, data_files=str(data_file), split="train")
-        dataset = _absolute_image_paths(dataset, data_file.parent)
+    where = locate(source, split)
+    if where.kind == "disk":
+        loaded = datasets.load_from_disk(where.source)
+        if isinstance(loaded, datasets.DatasetDict):
+            loaded = loaded[pick_split(list(loaded), split, source)]
+        dataset = loaded
+    elif where.kind == "hub":
+        dataset = _load_hub(where.source, split, hub_kwargs)
+    else:
+        dataset = _load_files(list(where.files))
+        dataset = _absolute_image_paths(dataset, where.files[0].parent)
     missing = [c for c in required if c not in dataset.column_names]
     if missing:
         raise DatasetLoadError(f"{source}: missing column(s) {missing}; has {dataset.column_names}")
     return dataset
+
+
+def _load_hub(source: str, split: str, hub_kwargs: dict[str, Any]):
+    import datasets
+
+    try:  # split names from the builder's metadata, so only the wanted split is read
+        available = list((datasets.load_dataset_builder(source, **hub_kwargs).info.splits or {}).keys())
+    except Exception as exc:  # noqa: BLE001 - no metadata: read every split and pick below
+        logger.info("no split list for %s (%s); reading all its splits", source, exc)
+        available = []
+    if available:
+        return datasets.load_dataset(source, split=pick_split(available, split, source), **hub_kwargs)
+    errors = []
+    for name in split_names(split):  # no metadata: ask by each name of the split
+        try:
+            loaded = datasets.load_dataset(source, split=name, **hub_kwargs)
+        except (ValueError, KeyError) as exc:  # datasets' unknown-split error is a ValueError
+            errors.append(f"{name}: {exc}")
+            continue
+        return loaded[pick_split(list(loaded), split, source)] if isinstance(loaded, dict) else loaded
+    loaded = datasets.load_dataset(source, **hub_kwargs)  # a source with one split under another name
+    if isinstance(loaded, dict):
+        return loaded[pick_split(list(loaded), split, source)]
+    raise DatasetLoadError(f"{source}: cannot load split {split!r}: {'; '.join(errors)}")
+
+
+def _load_files(files: list[Path]):
+    import datasets
+
+    kinds = {_FILE_BUILDERS[f.suffix] for f in files}
+    if len(kinds) != 1:
+        raise DatasetLoadError(
+            f"cannot load {[str(f) for f in files]} together: use one kind of file per split"
+        )
+    kind = kinds.pop()
+    if kind == "arrow":
+        return datasets.concatenate_datasets([datasets.Dataset.from_file(str(f)) for f in files])
+    return datasets.load_dataset(kind, data_files=[str(f) for f in files], split="train")
 
 
 def _absolute_image_paths(dataset, root: Path):

@@ -17,7 +17,9 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
+from r1vision.vision.family import FAMILIES as FAMILY_INFO
+
+FAMILIES = tuple(FAMILY_INFO)
 
 SPECIAL_TOKENS = [
     "<|endoftext|>",
@@ -276,7 +278,7 @@ def make_tiny_model(
     )
 
     budget = PixelBudget.for_family(family, min_pixels=min_pixels, max_pixels=max_pixels)
-    patch = 16 if family == "qwen3_vl" else 14
+    patch = FAMILY_INFO[family].patch_size
     image_processor = Qwen2VLImageProcessorPil(
         size={"shortest_edge": budget.min_pixels, "longest_edge": budget.max_pixels},
         patch_size=patch,

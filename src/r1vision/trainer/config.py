@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from trl import GRPOConfig, SFTConfig
 
-from r1vision.merge import silence_peft_deprecation
+from r1vision.trainer.merge import silence_peft_deprecation
 
 silence_peft_deprecation()
 

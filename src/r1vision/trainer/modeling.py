@@ -1,46 +1,19 @@
-"""Model-side helpers shared by GRPO and SFT: family detection, processor budget, vision freezing, LoRA."""
+"""Model set-up shared by GRPO and SFT: processor with the pixel budget, vision freezing, LoRA, metrics.csv.
+
+The family and budget facts themselves live in :mod:`r1vision.vision` (one rule for every consumer).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from r1vision.vision.budget import FAMILY_PATCH, PixelBudget
+from r1vision.vision.budget import PixelBudget, apply_budget_to_processor, resolve_budget
+from r1vision.vision.family import is_vision_param, model_family
+
+__all__ = ["freeze_vision_tower", "is_vision_param", "lora_config", "prepare_vision_training"]
 
 LM_LINEAR_NAMES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-
-
-def model_family(config: Any) -> str:
-    """``qwen2_vl`` / ``qwen2_5_vl`` / ``qwen3_vl`` from a model config (or its ``model_type``)."""
-    model_type = config if isinstance(config, str) else getattr(config, "model_type", "")
-    for family in ("qwen2_5_vl", "qwen3_vl", "qwen2_vl"):
-        if model_type.startswith(family):
-            return family
-    raise ValueError(
-        f"model type {model_type!r} is not a supported vision-language family ({', '.join(FAMILY_PATCH)})"
-    )
-
-
-def budget_for(processor: Any, family: str, min_pixels: int | None, max_pixels: int | None) -> PixelBudget:
-    """The pixel budget: explicit values win, else the processor's own ``size``, else the family default."""
-    size = getattr(getattr(processor, "image_processor", None), "size", None) or {}
-    lo = min_pixels if min_pixels is not None else size.get("shortest_edge")
-    hi = max_pixels if max_pixels is not None else size.get("longest_edge")
-    return PixelBudget.for_family(family, min_pixels=lo, max_pixels=hi)
-
-
-def apply_budget_to_processor(processor: Any, budget: PixelBudget) -> None:
-    """Give the processor the same budget, so its own resize of our pre-resized images is the identity."""
-    ip = processor.image_processor
-    ip.size = {"shortest_edge": budget.min_pixels, "longest_edge": budget.max_pixels}
-    for attr, value in (("min_pixels", budget.min_pixels), ("max_pixels", budget.max_pixels)):
-        if hasattr(ip, attr):
-            setattr(ip, attr, value)
-
-
-def is_vision_param(name: str) -> bool:
-    """True for parameters of the vision tower and its patch merger (``visual.*`` in Qwen-VL)."""
-    return ".visual." in f".{name}" or name.startswith("visual.")
 
 
 def freeze_vision_tower(model: Any) -> int:
@@ -114,7 +87,7 @@ def prepare_vision_training(
     model_id = model if isinstance(model, str) else model.config._name_or_path
     family = model_family(AutoConfig.from_pretrained(model) if isinstance(model, str) else model.config)
     processor = processing_class or AutoProcessor.from_pretrained(model_id)
-    budget = budget_for(processor, family, args.min_pixels, args.max_pixels)
+    budget = resolve_budget(family, args.min_pixels, args.max_pixels, processor)
     apply_budget_to_processor(processor, budget)
     for dataset in datasets:
         if dataset is not None and not isinstance(dataset, dict):

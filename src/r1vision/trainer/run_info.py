@@ -24,7 +24,7 @@ def run_settings(kind: str, script: Any, config: Any, task_options: dict[str, An
         "kind": kind,
         "task": script.task,
         "task_options": task_options,
-        "rewards": script.rewards,
+        "reward_funcs": getattr(script, "reward_funcs", None) or getattr(script, "rewards", None),
         "base_model": _absolute_if_local(script.model),
         "dataset": _absolute_if_local(script.dataset),
         "dataset_split": script.dataset_split,

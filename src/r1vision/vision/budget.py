@@ -9,13 +9,27 @@ resize is a no-op and the size a reward function sees is exactly the size the mo
 
 from __future__ import annotations
 
+import json
+import logging
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-# (patch_size, merge_size) per model family; Qwen3-VL uses 16-pixel patches.
-FAMILY_PATCH = {"qwen2_vl": (14, 2), "qwen2_5_vl": (14, 2), "qwen3_vl": (16, 2)}
-# Which coordinate frame a family's grounding outputs use (see the Qwen technical reports).
-FAMILY_BOX_FRAME = {"qwen2_vl": "norm1000", "qwen2_5_vl": "pixels", "qwen3_vl": "norm1000"}
+from r1vision.vision.family import FAMILIES, FAMILY_BOX_FRAME, FAMILY_PATCH
+
+__all__ = [
+    "FAMILY_BOX_FRAME",
+    "FAMILY_PATCH",
+    "PixelBudget",
+    "apply_budget_to_processor",
+    "processor_pixels",
+    "resized_size",
+    "resolve_budget",
+]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -40,8 +54,7 @@ class PixelBudget:
         cls, family: str, min_pixels: int | None = None, max_pixels: int | None = None
     ) -> PixelBudget:
         """Budget with the family's factor; ``None`` keeps the defaults."""
-        patch, merge = FAMILY_PATCH.get(family, (14, 2))
-        factor = patch * merge
+        factor = FAMILIES[family].factor if family in FAMILIES else 28
         kwargs = {"factor": factor}
         if min_pixels is not None:
             kwargs["min_pixels"] = min_pixels
@@ -82,3 +95,83 @@ def resized_size(
         h_bar = math.ceil(height * beta / factor) * factor
         w_bar = math.ceil(width * beta / factor) * factor
     return w_bar, h_bar
+
+
+def processor_pixels(source: Any) -> tuple[int | None, int | None]:
+    """(min_pixels, max_pixels) a processor would use on its own.
+
+    ``source`` is a loaded processor (or image processor), a ``preprocessor_config.json`` dict, or a model
+    folder / Hub id whose ``preprocessor_config.json`` is read (no processor is built). Both spellings of the
+    Hub files are understood: ``size: {shortest_edge, longest_edge}`` (Qwen3-VL) and ``min_pixels`` /
+    ``max_pixels`` (Qwen2/2.5-VL). Unknown values are ``None``.
+    """
+    if isinstance(source, (str, Path)):
+        source = _read_preprocessor_config(str(source))
+    if source is None:
+        return None, None
+    if not isinstance(source, Mapping):
+        ip = getattr(source, "image_processor", source)
+        size = getattr(ip, "size", None) or {}
+        lo, hi = size.get("shortest_edge"), size.get("longest_edge")
+        lo = lo if lo is not None else getattr(ip, "min_pixels", None)
+        hi = hi if hi is not None else getattr(ip, "max_pixels", None)
+        return lo, hi
+    size = source.get("size") or {}
+    lo = size.get("shortest_edge", source.get("min_pixels"))
+    hi = size.get("longest_edge", source.get("max_pixels"))
+    return lo, hi
+
+
+def _read_preprocessor_config(model: str) -> dict[str, Any] | None:
+    local = Path(model).expanduser()
+    if local.is_dir():
+        path = local / "preprocessor_config.json"
+        return json.loads(path.read_text()) if path.is_file() else None
+    try:  # a Hub id: the file alone (cached), not the processor
+        from huggingface_hub import hf_hub_download
+
+        return json.loads(Path(hf_hub_download(model, "preprocessor_config.json")).read_text())
+    except Exception as exc:  # offline or no such file: fall back to the family defaults
+        logger.info("no preprocessor_config.json for %s (%s); using the family's default budget", model, exc)
+        return None
+
+
+def resolve_budget(
+    family: str,
+    min_pixels: int | None = None,
+    max_pixels: int | None = None,
+    processor: Any = None,
+) -> PixelBudget:
+    """The one rule for the pixel budget, used by SFT targets, both trainers, vLLM and ``r1vision infer``.
+
+    Explicit values win; a missing one comes from ``processor`` (a processor, a model folder or Hub id,
+    see :func:`processor_pixels`), else from the family default. An inherited bound that contradicts an
+    explicit one gives way: Qwen3-VL's processor asks for at least 65,536 pixels, so a max-only budget of
+    3,136 gets ``min_pixels`` of one token (32² = 1,024) rather than an invalid budget; an inherited
+    ``max_pixels`` below an explicit ``min_pixels`` is raised to it.
+    """
+    lo_p, hi_p = processor_pixels(processor) if processor is not None else (None, None)
+    defaults = PixelBudget()
+    lo = min_pixels if min_pixels is not None else (lo_p if lo_p is not None else defaults.min_pixels)
+    hi = max_pixels if max_pixels is not None else (hi_p if hi_p is not None else defaults.max_pixels)
+    if min_pixels is None and lo > hi:
+        # One token, not ``hi``: with min == max the resize rule is not idempotent (a downscaled image can
+        # fall under min and the processor would upscale it again), so the frames would differ.
+        factor = FAMILIES[family].factor if family in FAMILIES else 28
+        logger.info(
+            "min_pixels %d inherited from the processor exceeds max_pixels %d; using %d", lo, hi, factor**2
+        )
+        lo = factor * factor
+    if max_pixels is None and hi < lo:
+        logger.info("max_pixels %d inherited from the processor is below min_pixels %d; using %d", hi, lo, lo)
+        hi = lo
+    return PixelBudget.for_family(family, min_pixels=int(lo), max_pixels=int(hi))
+
+
+def apply_budget_to_processor(processor: Any, budget: PixelBudget) -> None:
+    """Give the processor the same budget, so its own resize of our pre-resized images is the identity."""
+    ip = processor.image_processor
+    ip.size = {"shortest_edge": budget.min_pixels, "longest_edge": budget.max_pixels}
+    for attr, value in (("min_pixels", budget.min_pixels), ("max_pixels", budget.max_pixels)):
+        if hasattr(ip, attr):
+            setattr(ip, attr, value)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from r1vision.tasks.base import completion_text
+from r1vision.tasks.common import completion_text
 
 _ANSWER = re.compile(r"<answer>\s*([^<]{0,64}?)\s*</answer>", re.IGNORECASE | re.DOTALL)
 

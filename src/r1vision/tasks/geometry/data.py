@@ -14,40 +14,35 @@ from pathlib import Path
 from typing import Any
 
 from r1vision.tasks.geometry.extract import extract_final_answer
+from r1vision.tasks.geometry.prompts import DEFAULT_INSTRUCTION, IMAGE_PLACEHOLDER, build_prompt
+from r1vision.tasks.loading import DatasetLoadError, data_files, load_rows
 
-IMAGE_PLACEHOLDER = "<image>"
-DEFAULT_INSTRUCTION = "Think step by step, then put the final answer in \\boxed{}."
-# Split names as MAYE writes them in file names: its training split is "rl".
-SPLIT_ALIASES: dict[str, tuple[str, ...]] = {
-    "train": ("train", "rl"),
-    "rl": ("rl", "train"),
-    "validation": ("validation", "val", "valid", "dev"),
-    "test": ("test",),
-}
+__all__ = [
+    "DEFAULT_INSTRUCTION",
+    "IMAGE_PLACEHOLDER",
+    "GeometryDataError",
+    "build_prompt",
+    "load_geometry_dataset",
+    "solution_text",
+    "split_file",
+    "to_trainer_row",
+]
 
 
-class GeometryDataError(ValueError):
+class GeometryDataError(DatasetLoadError):
     """A geometry dataset or one of its rows is malformed; the message names the row and field."""
 
 
 def split_file(folder: Path, split: str) -> Path:
-    """The jsonl file of ``split`` in ``folder``: ``{split}.jsonl`` or the one ``*_{alias}_*.jsonl``."""
-    files = sorted(folder.glob("*.jsonl"))
-    for alias in SPLIT_ALIASES.get(split, (split,)):
-        exact = [f for f in files if f.stem == alias]
-        if exact:
-            return exact[0]
-        tokens = [f for f in files if alias in f.stem.replace("-", "_").split("_")]
-        if len(tokens) > 1:
-            raise GeometryDataError(
-                f"{folder}: several files match split {split!r}: {[f.name for f in tokens]}; pass one file"
-            )
-        if tokens:
-            return tokens[0]
-    raise GeometryDataError(
-        f"{folder}: no jsonl file for split {split!r} (looked for names containing "
-        f"{list(SPLIT_ALIASES.get(split, (split,)))}); found {[f.name for f in files]}"
-    )
+    """The one data file of ``split`` in ``folder`` (``train`` finds MAYE's ``*_rl_*.jsonl``), by the shared
+    split rules of :func:`r1vision.tasks.loading.data_files`."""
+    try:
+        files = data_files(folder, split)
+    except DatasetLoadError as exc:
+        raise GeometryDataError(str(exc)) from None
+    if len(files) > 1:
+        raise GeometryDataError(f"{folder}: several files match split {split!r}: {[f.name for f in files]}")
+    return files[0]
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -103,39 +98,6 @@ def _images_of(row: Mapping[str, Any], where: str, root: Path | None, check: boo
                 f"{label}: expected a path, PIL image or {{bytes, path}}, got {type(img).__name__}"
             )
     return images
-
-
-def build_prompt(
-    question: str,
-    n_images: int,
-    instruction: str | None = DEFAULT_INSTRUCTION,
-    system_prompt: str | None = None,
-) -> list[dict[str, Any]]:
-    """Chat messages for one question: text split around ``<image>`` into text and image parts.
-
-    Without placeholders the images come first. The instruction is appended to the last text part.
-    """
-    pieces = question.split(IMAGE_PLACEHOLDER)
-    if len(pieces) - 1 not in (0, n_images):
-        raise ValueError(f"{len(pieces) - 1} {IMAGE_PLACEHOLDER} placeholder(s) but {n_images} image(s)")
-    content: list[dict[str, Any]] = []
-    if len(pieces) == 1:
-        content.extend({"type": "image"} for _ in range(n_images))
-    for i, piece in enumerate(pieces):
-        if i > 0:
-            content.append({"type": "image"})
-        if piece.strip():
-            content.append({"type": "text", "text": piece.strip()})
-    if instruction:
-        if content and content[-1]["type"] == "text":
-            content[-1] = {"type": "text", "text": f"{content[-1]['text']}\n{instruction}"}
-        else:
-            content.append({"type": "text", "text": instruction})
-    messages: list[dict[str, Any]] = []
-    if system_prompt:
-        messages.append({"role": "system", "content": [{"type": "text", "text": system_prompt}]})
-    messages.append({"role": "user", "content": content})
-    return messages
 
 
 def solution_text(row: Mapping[str, Any]) -> str:
@@ -233,12 +195,10 @@ def load_geometry_dataset(
         name = str(source)
         if path.is_dir() and any(path.glob("*.jsonl")):
             path = split_file(path, split)
-        if path.is_file() and path.suffix == ".jsonl":
+        if path.is_file() and path.suffix == ".jsonl":  # MAYE's layout: errors name the line
             rows, root, name = read_jsonl(path), path.parent, str(path)
         else:
-            from r1vision.tasks.loading import load_rows
-
-            rows = _load_other(load_rows, source, split, load_kwargs)
+            rows = list(load_rows(source, split, **load_kwargs))
     if limit is not None:
         rows = rows[:limit]
     out = [
@@ -253,14 +213,3 @@ def load_geometry_dataset(
         for r in out:
             r.setdefault("choices", None)
     return datasets.Dataset.from_list(out)
-
-
-def _load_other(load_rows: Any, source: Any, split: str, load_kwargs: dict[str, Any]) -> list[dict[str, Any]]:
-    """Rows from the shared loader, trying MAYE's split aliases on sources that lack the plain name."""
-    errors = []
-    for alias in SPLIT_ALIASES.get(split, (split,)):
-        try:
-            return list(load_rows(source, alias, **load_kwargs))
-        except (ValueError, KeyError) as err:  # datasets' unknown-split error is a ValueError
-            errors.append(f"{alias}: {err}")
-    raise GeometryDataError(f"{source}: cannot load split {split!r}: {'; '.join(errors)}")

@@ -11,25 +11,19 @@ Each is weighted by :func:`build_reward_specs`. None of them raises or hangs on 
 from __future__ import annotations
 
 import logging
-import math
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from r1vision.tasks.base import RewardSpec, completion_text
+from r1vision.tasks.base import RewardSpec
+from r1vision.tasks.common import column as _column
+from r1vision.tasks.common import completion_text
+from r1vision.tasks.common import guard_reward as _finite
 from r1vision.tasks.geometry.extract import parse_choices
 from r1vision.tasks.geometry.metrics import generation_step_metrics
 from r1vision.tasks.geometry.verify import DEFAULT_TIMEOUT_S, answers_match_batch
 
 logger = logging.getLogger(__name__)
-
-
-def _column(kwargs: dict[str, Any], name: str, n: int) -> list[Any]:
-    values = kwargs.get(name)
-    if values is None or isinstance(values, (str, bytes)):
-        return [values] * n
-    values = list(values)
-    return values + [None] * (n - len(values)) if len(values) < n else values
 
 
 def make_accuracy_reward(
@@ -163,22 +157,6 @@ def make_no_eos_penalty(
 
     no_eos.__name__ = "no_eos"
     return no_eos
-
-
-def _finite(func: Callable[..., list[float]], low: float, high: float) -> Callable[..., list[float]]:
-    """Wrap a reward so a bug never crashes training or emits NaN: failures score 0 (``low`` if 0 is out of range)."""
-    fallback = 0.0 if low <= 0.0 <= high else low
-
-    def wrapped(prompts: Any, completions: Sequence[Any], **kwargs: Any) -> list[float]:
-        try:
-            values = func(prompts, completions, **kwargs)
-        except Exception:  # noqa: BLE001
-            logger.exception("reward %s failed; scoring %s", func.__name__, fallback)
-            return [fallback] * len(completions)
-        return [min(high, max(low, v)) if math.isfinite(v) else fallback for v in values]
-
-    wrapped.__name__ = func.__name__
-    return wrapped
 
 
 def build_reward_specs(

@@ -4,21 +4,47 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from r1vision.tasks.base import EvalResult, RewardSpec, Task, completion_text
-from r1vision.tasks.geometry.data import load_geometry_dataset, solution_text
-from r1vision.tasks.geometry.extract import extract_final_answer, parse_choices
-from r1vision.tasks.geometry.metrics import generation_step_metrics, mean_pass_at_k, pass_at_k
+from r1vision.tasks.base import EvalResult, RewardSpec, Task
+from r1vision.tasks.geometry.data import DEFAULT_INSTRUCTION, load_geometry_dataset, solution_text
+from r1vision.tasks.geometry.evaluate import evaluate_geometry
 from r1vision.tasks.geometry.rewards import build_reward_specs
-from r1vision.tasks.geometry.verify import DEFAULT_TIMEOUT_S, answers_match
+from r1vision.tasks.geometry.verify import DEFAULT_TIMEOUT_S
 
 
 def _accepted(func: Any, options: dict[str, Any], exclude: Sequence[str] = ()) -> dict[str, Any]:
     """The entries of ``options`` that are keyword parameters of ``func``."""
     params = inspect.signature(func).parameters
     return {k: v for k, v in options.items() if k in params and k not in exclude}
+
+
+def _help(text: str) -> dict[str, str]:
+    return {"help": text}
+
+
+@dataclass(frozen=True)
+class GeometryOptions:
+    """Options of the ``geometry`` task (``--task_options``)."""
+
+    column_mapping: dict[str, str] | None = field(
+        default=None, metadata=_help('source column -> canonical name, e.g. {"problem": "question"}')
+    )
+    instruction: str | None = field(default=DEFAULT_INSTRUCTION, metadata=_help("appended to each question"))
+    system_prompt: str | None = field(default=None, metadata=_help("system prompt"))
+    check_images: bool = field(default=True, metadata=_help("check image files while loading"))
+    limit: int | None = field(default=None, metadata=_help("use the first N rows"))
+    hub_kwargs: dict[str, Any] | None = field(
+        default=None, metadata=_help("extra datasets.load_dataset arguments")
+    )
+    accuracy_weight: float = field(default=1.0, metadata=_help("weight of the accuracy reward"))
+    format_weight: float = field(default=0.0, metadata=_help("weight of the <think> format reward"))
+    language_weight: float = field(default=0.0, metadata=_help("weight of the language-mixing penalty"))
+    no_eos_weight: float = field(default=1.0, metadata=_help("weight of the truncation penalty"))
+    require_close_think: bool = field(default=True, metadata=_help("format reward: require </think>"))
+    timeout: float = field(default=DEFAULT_TIMEOUT_S, metadata=_help("seconds per math-verify check"))
 
 
 class GeometryTask(Task):
@@ -30,28 +56,32 @@ class GeometryTask(Task):
 
     name = "geometry"
     description = "visual geometry maths (geometry3k, mm_math; MAYE's schema and evaluation scheme)"
+    Options = GeometryOptions
 
     def synth(self, out_dir: str | Path, n: int, seed: int = 0, split: str = "train", **kwargs: Any) -> Path:
-        from r1vision.synthetic.geometry import synth_geometry
+        from r1vision.tasks.geometry.synth import synth_geometry
 
         return synth_geometry(out_dir, n, seed=seed, split=split)
 
     def load(self, source: str | Path, split: str = "train", **kwargs: Any):
         """Trainer-format rows via :func:`load_geometry_dataset`.
 
-        Honoured options: ``column_mapping``, ``instruction``, ``system_prompt``, ``check_images``,
-        ``limit`` and ``hub_kwargs`` (extra ``datasets.load_dataset`` arguments). Everything else (the pixel
-        budget, reward options sharing the same ``--task_options``) is ignored: geometry targets hold no
-        coordinates.
+        Options (:class:`GeometryOptions`): ``column_mapping``, ``instruction``, ``system_prompt``,
+        ``check_images``, ``limit`` and ``hub_kwargs``; the reward options and the runner's context (the
+        pixel budget: geometry targets hold no coordinates) are accepted and not used here. An unknown
+        option is an error.
         """
+        self.check_options(kwargs)
         options = _accepted(load_geometry_dataset, kwargs, exclude=("source", "split", "load_kwargs"))
         return load_geometry_dataset(source, split, **options, **dict(kwargs.get("hub_kwargs") or {}))
 
     def rewards(self, **kwargs: Any) -> list[RewardSpec]:
         """Accuracy, format, language and (with ``eos_token_id``) no-EOS rewards; see ``build_reward_specs``.
 
-        Options that ``build_reward_specs`` does not take (e.g. ``model_family``) are ignored.
+        Load options and the runner's context (e.g. ``model_family``) are accepted and not used here; an
+        unknown option is an error.
         """
+        self.check_options(kwargs)
         return build_reward_specs(**_accepted(build_reward_specs, kwargs))
 
     def completion_text(self, row: dict[str, Any], **kwargs: Any) -> str:
@@ -66,50 +96,5 @@ class GeometryTask(Task):
         timeout: float = DEFAULT_TIMEOUT_S,
         **kwargs: Any,
     ) -> EvalResult:
-        """Accuracy (pass@k when a row has k completions), per-item verdicts and reflection metrics.
-
-        ``completions[i]`` is one string or a list of k samples for ``rows[i]``. ``lengths`` (token counts,
-        same shape) adds the mean length and the clip ratio at ``max_length``. Metrics: ``accuracy``
-        (any-correct, MAYE's pass@k), ``mean_sample_accuracy``, ``pass@1_unbiased`` and the
-        reflection metrics over all samples.
-        """
-        if len(rows) != len(completions):
-            raise ValueError(f"evaluate: {len(rows)} rows but {len(completions)} completions")
-        records, per_row, texts, flat_correct, flat_lengths = [], [], [], [], []
-        for i, (row, sample) in enumerate(zip(rows, completions, strict=True)):
-            samples = (
-                [sample] if isinstance(sample, str) or not isinstance(sample, Sequence) else list(sample)
-            )
-            samples = [completion_text(s) for s in samples]
-            reference = row.get("solution") or row.get("answer")
-            if reference is None:
-                raise ValueError(
-                    f"evaluate: row {i} (id={row.get('id')!r}) has neither 'solution' nor 'answer'"
-                )
-            choices = row.get("choices") or parse_choices(str(row.get("question") or ""))
-            verdicts = [answers_match(s, str(reference), choices, timeout=timeout) for s in samples]
-            per_row.append(verdicts)
-            texts.extend(samples)
-            flat_correct.extend(verdicts)
-            if lengths is not None:
-                row_lengths = lengths[i]
-                flat_lengths.extend([row_lengths] if isinstance(row_lengths, int) else list(row_lengths))
-            records.append(
-                {
-                    "index": i,
-                    "id": row.get("id"),
-                    "answer": row.get("answer"),
-                    "predictions": [extract_final_answer(s) for s in samples],
-                    "verdicts": verdicts,
-                    "correct": any(verdicts),
-                }
-            )
-        metrics = generation_step_metrics(
-            texts, flat_correct, flat_lengths if lengths is not None else None, max_length
-        )
-        metrics["mean_sample_accuracy"] = metrics.pop("accuracy")
-        metrics["accuracy"] = pass_at_k(per_row)
-        metrics["pass@1_unbiased"] = mean_pass_at_k(per_row, 1) if per_row and all(per_row) else 0.0
-        metrics["num_items"] = float(len(rows))
-        metrics["samples_per_item"] = float(len(texts) / len(rows)) if rows else 0.0
-        return EvalResult(metrics=metrics, records=records)
+        """Accuracy (pass@k), verdicts and reflection metrics: :func:`~.evaluate.evaluate_geometry`."""
+        return evaluate_geometry(rows, completions, lengths, max_length, timeout)

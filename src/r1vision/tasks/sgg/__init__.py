@@ -27,8 +27,8 @@ from r1vision.tasks.sgg.task import PSGTask, SGGTask
 
 
 def synth_sgg(out_dir, n, seed=0, split="train", **opts):
-    """Write a synthetic SGG dataset (see :func:`r1vision.synthetic.sgg.synth_sgg`)."""
-    from r1vision.synthetic.sgg import synth_sgg as _synth
+    """Write a synthetic SGG dataset (see :func:`r1vision.tasks.sgg.synth.synth_sgg`)."""
+    from r1vision.tasks.sgg.synth import synth_sgg as _synth
 
     return _synth(out_dir, n, seed=seed, split=split, **opts)
 

@@ -1,7 +1,7 @@
 """One box convention per model family, shared by SFT targets, rewards, inference and evaluation.
 
 Datasets store boxes ``[x1, y1, x2, y2]`` in *original-image pixels*. The model reads and writes boxes in
-its family's frame (``FAMILY_BOX_FRAME`` in :mod:`r1vision.vision.budget`):
+its family's frame (``FAMILY_BOX_FRAME`` in :mod:`r1vision.vision.family`):
 
 - ``norm1000`` (Qwen2-VL, Qwen3-VL): coordinates scaled to 0-1000 on both axes;
 - ``pixels`` (Qwen2.5-VL): absolute pixels of the *resized* image the model saw (pixel-budget resize).
@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from r1vision.vision.budget import FAMILY_BOX_FRAME, PixelBudget
+from r1vision.vision.budget import resolve_budget
+from r1vision.vision.family import FAMILY_BOX_FRAME
 
 Box = Sequence[float]
 
@@ -81,7 +82,8 @@ def box_frame(
     """The model frame of ``family`` for an image of ``original_size`` (width, height).
 
     For pixel-frame families the resized size is ``resized_size`` when given (what the trainer measured),
-    else computed with ``PixelBudget.for_family(family, min_pixels, max_pixels)``.
+    else computed with :func:`~r1vision.vision.budget.resolve_budget` (callers pass the budget they
+    resolved with the model's processor, so targets, rewards and evaluation share the model's frame).
     """
     if family not in FAMILY_BOX_FRAME:
         raise ValueError(f"unknown model family {family!r}; known: {', '.join(sorted(FAMILY_BOX_FRAME))}")
@@ -92,7 +94,7 @@ def box_frame(
     if kind == "norm1000":
         return BoxFrame(kind, 1000.0, 1000.0, ow, oh)
     if resized_size is None:
-        resized_size = PixelBudget.for_family(family, min_pixels, max_pixels).resized_size(int(ow), int(oh))
+        resized_size = resolve_budget(family, min_pixels, max_pixels).resized_size(int(ow), int(oh))
     return BoxFrame(kind, float(resized_size[0]), float(resized_size[1]), ow, oh)
 
 

@@ -17,69 +17,23 @@ from typing import Any
 import datasets
 from PIL import Image as PILImage
 
+from r1vision.tasks.loading import load_rows, locate
 from r1vision.tasks.sgg.boxes import box_frame
 from r1vision.tasks.sgg.categories import Vocabulary
 from r1vision.tasks.sgg.prompts import build_messages, build_prompt, format_answer
 
 REQUIRED_GT_FIELDS = ("image_id", "objects", "relationships")
-_SPLIT_ALIASES = {"val": ("val", "validation", "valid"), "validation": ("validation", "val", "valid")}
-_KNOWN_SPLITS = ("train", "val", "validation", "valid", "test")
-_DATA_EXTS = {".parquet": "parquet", ".jsonl": "json", ".json": "json", ".arrow": "arrow"}
-
-
-def _pick_split(dd: datasets.DatasetDict, split: str, source: Any) -> datasets.Dataset:
-    for name in _SPLIT_ALIASES.get(split, (split,)):
-        if name in dd:
-            return dd[name]
-    if len(dd) == 1:  # e.g. JosephZ/vg150_val_sgg_prompt keeps its val rows in a split named "train"
-        return next(iter(dd.values()))
-    raise ValueError(f"{source}: no split {split!r}; available: {', '.join(dd)}")
-
-
-def _split_files(files: list[Path], split: str) -> list[Path]:
-    names = _SPLIT_ALIASES.get(split, (split,))
-    chosen = [
-        f
-        for f in files
-        if any(f.stem == n or f.stem.startswith(n + "-") or f.parent.name == n for n in names)
-    ]
-    if chosen:
-        return chosen
-    tagged = [f for f in files if any(f.stem.startswith(s) or f.parent.name == s for s in _KNOWN_SPLITS)]
-    if tagged:
-        raise ValueError(f"no files for split {split!r} among {[str(f) for f in files]}")
-    return files
 
 
 def load_raw(source: str | Path, split: str = "train") -> tuple[datasets.Dataset, Path | None]:
-    """Raw rows of ``source`` and the directory relative image paths resolve against (None for the Hub)."""
-    path = Path(source).expanduser()
-    if not path.exists():
-        if str(source).startswith((".", "/", "~")):
-            raise FileNotFoundError(f"dataset path {source} does not exist")
-        return _pick_split(datasets.load_dataset(str(source)), split, source), None
-    if path.is_dir() and ((path / "dataset_dict.json").exists() or (path / "state.json").exists()):
-        loaded = datasets.load_from_disk(str(path))
-        if isinstance(loaded, datasets.DatasetDict):
-            loaded = _pick_split(loaded, split, source)
-        return loaded, path
-    if path.is_dir():
-        files = sorted(f for f in path.rglob("*") if f.suffix in _DATA_EXTS and f.name != "vocab.json")
-        files = [f for f in files if f.suffix != ".arrow"]
-        if not files:
-            raise FileNotFoundError(f"{path}: no parquet/jsonl files and not a save_to_disk directory")
-        files = _split_files(files, split)
-        root = path
-    else:
-        files, root = [path], path.parent
-    kinds = {_DATA_EXTS.get(f.suffix) for f in files}
-    if None in kinds or len(kinds) != 1:
-        raise ValueError(f"cannot load {[str(f) for f in files]}: use one kind of .parquet, .jsonl or .arrow")
-    kind = kinds.pop()
-    if kind == "arrow":
-        return datasets.Dataset.from_file(str(files[0])), root
-    ds = datasets.load_dataset(kind, data_files=[str(f) for f in files], split="train")
-    return ds, root
+    """Raw rows of ``source`` and the directory relative image paths resolve against (None for the Hub).
+
+    Reads through the shared loader (:func:`r1vision.tasks.loading.load_rows`): its split aliases, the
+    Hub's ``data/<split>-*.parquet`` layout and single-split sources (R1-SGG's validation set keeps its
+    rows in a split named ``train``) behave as for every task.
+    """
+    where = locate(source, split)
+    return load_rows(source, split), where.root
 
 
 def _fail(index: int, row: dict[str, Any], field: str, message: str) -> ValueError:

@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from r1vision.tasks.base import RewardFunc, RewardSpec, completion_text
+from r1vision.tasks.base import RewardFunc, RewardSpec
+from r1vision.tasks.common import completion_text
 from r1vision.tasks.sgg.boxes import BoxFrame, box_frame, pairwise_iou_giou
 from r1vision.tasks.sgg.labels import normalize_object, normalize_predicate
 from r1vision.tasks.sgg.matching import gt_graph

@@ -13,7 +13,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from r1vision.tasks.base import completion_text
+from r1vision.tasks.common import completion_text
 from r1vision.tasks.sgg.boxes import is_valid_box
 
 MAX_TEXT_CHARS = 200_000  # longer completions are cut before parsing, bounding the work per completion

@@ -41,7 +41,7 @@ def read_predictions(path: str | Path) -> dict[str, dict[str, Any]]:
     path = Path(path)
     records: dict[str, dict[str, Any]] = {}
     if path.is_dir():  # an `r1vision infer` output folder of shards
-        from r1vision.generation.records import read_predictions as read_shards
+        from r1vision.vision.records import read_predictions as read_shards
 
         for item in read_shards(path):
             records[str(item.get("image_id", item.get("id", item["index"])))] = item

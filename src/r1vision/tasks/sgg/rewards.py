@@ -29,7 +29,11 @@ from typing import Any
 
 import numpy as np
 
-from r1vision.tasks.base import RewardFunc, RewardSpec, completion_text
+from r1vision.tasks.base import RewardFunc, RewardSpec
+from r1vision.tasks.common import column as _column
+from r1vision.tasks.common import completion_text
+from r1vision.tasks.common import named as _named
+from r1vision.tasks.common import unit as _unit
 from r1vision.tasks.sgg.boxes import BoxFrame, box_frame
 from r1vision.tasks.sgg.labels import LabelSimilarity, Similarity, normalize_object, normalize_predicate
 from r1vision.tasks.sgg.matching import gt_graph, match_objects
@@ -227,24 +231,6 @@ class SGGScorer:
                     break
         n_rel = len(gt.relations)
         return GraphScores(_unit(node), _unit(box), _unit(soft / n_rel), _unit(hard / n_rel))
-
-
-def _unit(x: float) -> float:
-    x = float(x)
-    return min(max(x, 0.0), 1.0) if math.isfinite(x) else 0.0
-
-
-def _column(kwargs: dict[str, Any], name: str, n: int) -> list[Any]:
-    value = kwargs.get(name)
-    if value is None:
-        return [None] * n
-    return list(value) + [None] * max(0, n - len(value))
-
-
-def _named(func: RewardFunc, name: str) -> RewardFunc:
-    func.__name__ = name
-    func.__qualname__ = name
-    return func
 
 
 def format_reward(strict: bool = True, require_think: bool = False, name: str = "format") -> RewardFunc:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from r1vision.tasks.base import EvalResult, RewardSpec, Task
 from r1vision.tasks.sgg.categories import Vocabulary, load_vocabulary
@@ -23,6 +24,57 @@ def _local_vocab(source: str | Path) -> Path | None:
     return None
 
 
+def _help(text: str) -> dict[str, str]:
+    return {"help": text}
+
+
+@dataclass(frozen=True)
+class SGGOptions:
+    """Options of the ``sgg`` / ``sgg_psg`` tasks (``--task_options``)."""
+
+    prompt: Literal["open", "closed", "compact"] = field(
+        default="open", metadata=_help("open vocabulary, closed (lists the categories) or a one-line prompt")
+    )
+    think: bool = field(default=False, metadata=_help("ask for <think>...</think> before the answer"))
+    system: str | None = field(default=None, metadata=_help("system prompt"))
+    vocab: str | None = field(
+        default=None, metadata=_help("vg150, psg, synth or a JSON path (default: vocab.json beside the data)")
+    )
+    validate: bool = field(default=True, metadata=_help("check every row before training"))
+    limit: int | None = field(default=None, metadata=_help("use the first N rows"))
+    with_completion: bool | None = field(
+        default=None, metadata=_help("add SFT targets (default: when the family is known)")
+    )
+    weights: dict[str, float] | None = field(default=None, metadata=_help("reward name -> weight"))
+    strict_format: bool = field(default=True, metadata=_help("format reward: strict (True) or lenient"))
+    require_think: bool = field(default=False, metadata=_help("format reward: require <think>"))
+    group_size: int | None = field(
+        default=None, metadata=_help("per-reward group normalisation over groups of N")
+    )
+    warmup_steps: int = field(default=0, metadata=_help("linear warm-up of warmup_rewards over N steps"))
+    warmup_rewards: tuple[str, ...] = field(
+        default=("node", "box", "edge", "edge_hard"), metadata=_help("rewards that warm up")
+    )
+    w_label: float = field(default=1.0, metadata=_help("node matching: label-similarity weight"))
+    w_giou: float = field(default=1.0, metadata=_help("node matching: GIoU weight"))
+    w_l1: float = field(default=1.0, metadata=_help("node matching: L1 weight"))
+    iou_threshold: float = field(default=0.5, metadata=_help("IoU for a box to count as found"))
+    object_similarity: Any = field(default=None, metadata=_help("label similarity for objects (Python API)"))
+    predicate_similarity: Any = field(
+        default=None, metadata=_help("label similarity for predicates (Python API)")
+    )
+    compat: Literal["r1sgg"] | None = field(
+        default=None, metadata=_help("eval: reproduce R1-SGG's evaluator")
+    )
+
+
+_REWARD_OPTIONS = (
+    "weights", "strict_format", "require_think", "group_size", "warmup_steps", "warmup_rewards",
+    "w_label", "w_giou", "w_l1", "iou_threshold", "object_similarity", "predicate_similarity",
+    "min_pixels", "max_pixels",
+)  # fmt: skip
+
+
 class SGGTask(Task):
     """Scene graphs on VG150 (default), PSG (``vocab="psg"``) or synthetic scenes (``vocab.json``).
 
@@ -34,6 +86,7 @@ class SGGTask(Task):
     name = "sgg"
     description = "scene-graph generation (VG150 / PSG / synthetic shapes): objects with boxes + relations"
     default_vocab = "vg150"
+    Options = SGGOptions
 
     def _vocab(self, source: str | Path | None, vocab: str | None) -> Vocabulary:
         if vocab is not None:
@@ -42,14 +95,15 @@ class SGGTask(Task):
         return load_vocabulary(str(local)) if local else load_vocabulary(self.default_vocab)
 
     def synth(self, out_dir: str | Path, n: int, seed: int = 0, split: str = "train", **kwargs: Any) -> Path:
-        """Synthetic shapes scenes (see :mod:`r1vision.synthetic.sgg`; ``preset="demo"`` for 84x84 grids)."""
-        from r1vision.synthetic.sgg import synth_sgg
+        """Synthetic shapes scenes (see :mod:`r1vision.tasks.sgg.synth`; ``preset="demo"`` for 84x84 grids)."""
+        from r1vision.tasks.sgg.synth import synth_sgg
 
         return synth_sgg(out_dir, n, seed=seed, split=split, **kwargs)
 
     def load(self, source: str | Path, split: str = "train", **kwargs: Any):
         """Trainer rows; ``prompt="closed"`` lists the vocabulary, ``prompt="compact"`` is a one-line
         instruction (:func:`compact_prompt`), ``think=True`` asks for <think> first."""
+        self.check_options(kwargs)
         ds, root = load_raw(source, split)
         if kwargs.get("validate", True):
             validate_rows(ds)
@@ -74,15 +128,11 @@ class SGGTask(Task):
 
     def rewards(self, **kwargs: Any) -> list[RewardSpec]:
         """``format``, ``node``, ``box``, ``edge``, ``edge_hard``; options of :func:`make_rewards`."""
+        self.check_options(kwargs)
         family = kwargs.pop("model_family", None)
         if family is None:
             raise ValueError("SGG rewards need model_family (it fixes the box frame the model answers in)")
-        allowed = {
-            "weights", "strict_format", "require_think", "group_size", "warmup_steps", "warmup_rewards",
-            "w_label", "w_giou", "w_l1", "iou_threshold", "object_similarity", "predicate_similarity",
-            "min_pixels", "max_pixels",
-        }  # fmt: skip
-        return make_rewards(family, **{k: v for k, v in kwargs.items() if k in allowed})
+        return make_rewards(family, **{k: v for k, v in kwargs.items() if k in _REWARD_OPTIONS})
 
     def completion_text(self, row: dict[str, Any], **kwargs: Any) -> str:
         """SFT target of a raw row (needs ``model_family``; size from ``original_image_sizes`` or the image)."""

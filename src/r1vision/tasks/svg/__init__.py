@@ -16,7 +16,7 @@ from .sanitize import Sanitized, SanitizeLimits, sanitize
 
 _LAZY = {
     "SVGTask": "task",
-    "contact_sheet": "task",
+    "contact_sheet": "evaluate",
     "SVGScorer": "rewards",
     "make_rewards": "rewards",
     "JudgeConfig": "judge",

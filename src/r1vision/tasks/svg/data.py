@@ -19,8 +19,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from r1vision.synthetic.svg import PROMPT
 from r1vision.tasks.loading import DatasetLoadError, load_rows
+from r1vision.tasks.svg.prompts import PROMPT
 
 VFIG_COLUMNS = ("prompt", "response")
 

@@ -37,6 +37,7 @@ import numpy as np
 from scipy import ndimage
 
 from ..base import RewardSpec
+from ..common import finite as _finite
 from .extract import completion_text, find_svg
 from .render import RenderPool, RenderResult, default_pool
 
@@ -394,14 +395,6 @@ def make_visual_reward(scorer: SVGScorer, weights: dict[str, float] | None = Non
         ]
 
     return svg_visual
-
-
-def _finite(value: Any, default: float) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return float(default)
-    return v if np.isfinite(v) else float(default)
 
 
 def make_rewards(

@@ -28,6 +28,14 @@ def _iter_lines(path: Path) -> Iterator[dict[str, Any]]:
                 yield record
 
 
+def row_id(row: dict[str, Any], index: int) -> Any:
+    """The id a record carries for dataset row ``index``: its ``id``, else ``image_id``, else the index."""
+    for key in ("id", "image_id"):
+        if row.get(key) is not None:
+            return row[key]
+    return index
+
+
 def read_predictions(path: str | os.PathLike) -> list[dict[str, Any]]:
     """All records of a prediction file or folder of shards, deduplicated by ``index``, sorted."""
     p = Path(path)

@@ -20,8 +20,9 @@ from pathlib import Path
 
 from PIL import Image, ImageDraw, ImageFont
 
+from r1vision.tasks.loading import canonical_split
+
 SIZE = 336  # a multiple of 28 and 32, so no resize rounding for any Qwen-VL family
-_MAYE_SPLIT = {"train": "rl", "rl": "rl", "validation": "validation", "val": "validation", "test": "test"}
 Point = tuple[float, float]
 
 
@@ -285,7 +286,8 @@ def synth_geometry(out_dir: str | Path, n: int, seed: int = 0, split: str = "tra
     """Write ``n`` synthetic geometry problems for ``split`` in MAYE's layout; return the jsonl path."""
     if n <= 0:
         raise ValueError(f"n must be positive, got {n}")
-    maye_split = _MAYE_SPLIT.get(split, split)
+    # MAYE's file names: the training split is "rl"; other splits by their canonical name.
+    maye_split = {"train": "rl"}.get(canonical_split(split), canonical_split(split))
     rng = random.Random(f"geometry-{seed}-{maye_split}")
     out = Path(out_dir)
     image_dir = out / "geometry_synth_images"

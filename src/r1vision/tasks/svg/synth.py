@@ -13,13 +13,14 @@ import random
 from pathlib import Path
 from typing import Any
 
+from r1vision.tasks.svg.prompts import PROMPT
+
 WORDS = (
     "Input", "Encoder", "Decoder", "Attention", "Loss", "Output", "Image", "Text", "Fusion", "Pool",
     "Conv", "MLP", "Norm", "Embed", "Query", "Key", "Value", "Memory", "Policy", "Reward", "Critic", "Data",
 )  # fmt: skip
 PALETTE = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C")
 FILLS = ("#DCE6F2", "#FBE5D6", "#E2F0D9", "#F8D7DA", "#E4DFEC", "#FFF2CC", "#FFFFFF")
-PROMPT = "Convert this figure into SVG code that reproduces it. Output only the SVG."
 
 
 def _node_svg(rng: random.Random, shape: str, cx: float, cy: float, w: float, h: float, label: str) -> str:

@@ -1,4 +1,4 @@
-"""The SFT and GRPO entry points behind ``r1vision sft`` / ``r1vision grpo``: task data → trainer → output."""
+"""The SFT and GRPO runners behind ``r1vision sft`` / ``r1vision grpo``: task data → trainer → output."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from r1vision.tasks import get_task
+from r1vision.tasks import get_task, resolve_rewards
 from r1vision.trainer.distributed import record_layout, teardown
+from r1vision.vision.budget import resolve_budget
+from r1vision.vision.family import model_family_of
 
 logger = logging.getLogger(__name__)
 
@@ -19,16 +21,25 @@ class ScriptArguments:
 
     model: str = field(default="", metadata={"help": "Hub id or local folder of a Qwen-VL model."})
     dataset: str = field(default="", metadata={"help": "Hub id, local folder or file of the task's data."})
+    model_name_or_path: str | None = field(default=None, metadata={"help": "TRL's name for --model."})
+    dataset_name: str | None = field(default=None, metadata={"help": "TRL's name for --dataset."})
     task: str = field(default="color", metadata={"help": "Task name (see `r1vision tasks`)."})
     dataset_split: str = field(default="train", metadata={"help": "Training split."})
     eval_split: str | None = field(default=None, metadata={"help": "Optional evaluation split."})
     max_train_rows: int | None = field(default=None, metadata={"help": "Use only the first N training rows."})
+    reward_funcs: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "GRPO rewards, as TRL's --reward_funcs: names of the task's rewards, names registered "
+            "with r1vision.tasks.register_reward, or dotted paths my_module.fn (default: all of the task's)."
+        },
+    )
     rewards: str | None = field(
-        default=None, metadata={"help": "Comma-separated reward names to use (default: all of the task's)."}
+        default=None, metadata={"help": "Older name of --reward_funcs (comma-separated)."}
     )
     task_options: str | None = field(
         default=None,
-        metadata={"help": "JSON object of task-specific options passed to load() and rewards()."},
+        metadata={"help": "JSON object of the task's options (`r1vision tasks --options T` lists them)."},
     )
     decoding_eval_splits: str | None = field(
         default=None,
@@ -50,8 +61,16 @@ class ScriptArguments:
     )
 
     def __post_init__(self) -> None:
-        from r1vision.merge import resolve_model
+        from r1vision.trainer.merge import resolve_model
 
+        for alias, name in (("model_name_or_path", "model"), ("dataset_name", "dataset")):
+            value = getattr(self, alias)
+            if value and getattr(self, name) and value != getattr(self, name):
+                raise ValueError(f"--{alias} and --{name} name the same thing; give one")
+            if value:
+                setattr(self, name, value)
+        if self.rewards:
+            self.reward_funcs = [*(self.reward_funcs or []), self.rewards]
         if not self.model:
             raise ValueError("--model is required (a Hub id or a local model folder)")
         self.model = resolve_model(self.model)  # a LoRA run's output_dir trains on from its merged model
@@ -59,26 +78,30 @@ class ScriptArguments:
             raise ValueError("--dataset is required (a Hub id, a local folder or file)")
 
 
-def _task_options(script: ScriptArguments) -> dict[str, Any]:
+def task_options(task: Any, raw: str | dict[str, Any] | None) -> dict[str, Any]:
+    """The user's task options (a JSON object, or a mapping from a YAML recipe), checked against the
+    task's ``Options`` dataclass: an unknown name or a wrong type fails here, before any model loads."""
     import json
 
-    if not script.task_options:
+    if not raw:
         return {}
-    opts = json.loads(script.task_options)
+    opts = json.loads(raw) if isinstance(raw, str) else raw
     if not isinstance(opts, dict):
-        raise ValueError(f"--task_options must be a JSON object, got {script.task_options!r}")
-    return opts
+        raise ValueError(f"--task_options must be a JSON object, got {raw!r}")
+    task.parse_options(opts)
+    return dict(opts)
 
 
 def _datasets(script: ScriptArguments, config: Any):
-    from transformers import AutoConfig
-
-    from r1vision.trainer.modeling import model_family
-
     task = get_task(script.task)
-    family = model_family(AutoConfig.from_pretrained(script.model))
-    opts = dict(model_family=family, min_pixels=config.min_pixels, max_pixels=config.max_pixels)
-    opts.update(_task_options(script))
+    family = model_family_of(script.model)
+    # The trainer resolves the same budget from the same inputs (vision.budget.resolve_budget), so SFT
+    # targets and reward frames are written in the frame the model sees.
+    budget = resolve_budget(family, config.min_pixels, config.max_pixels, processor=script.model)
+    # Hand the resolved values to the trainer too: one resolution, not two that could disagree.
+    config.min_pixels, config.max_pixels = budget.min_pixels, budget.max_pixels
+    opts = dict(model_family=family, min_pixels=budget.min_pixels, max_pixels=budget.max_pixels)
+    opts.update(task_options(task, script.task_options))
     train = task.load(script.dataset, split=script.dataset_split, **opts)
     if script.max_train_rows is not None:
         train = train.select(range(min(script.max_train_rows, len(train))))
@@ -101,15 +124,7 @@ def run_grpo(script: ScriptArguments, config: Any) -> str:
         "eos_token_id", [t for t in (tokenizer.eos_token_id, tokenizer.pad_token_id) if t is not None]
     )
     opts.setdefault("max_completion_length", config.max_completion_length)
-    specs = task.rewards(**opts)
-    if script.rewards:
-        wanted = [r.strip() for r in script.rewards.split(",") if r.strip()]
-        unknown = sorted(set(wanted) - {s.name for s in specs})
-        if unknown:
-            raise ValueError(
-                f"unknown reward(s) {unknown} for task {task.name}; has {[s.name for s in specs]}"
-            )
-        specs = [s for s in specs if s.name in wanted]
+    specs = resolve_rewards(task, script.reward_funcs, task.rewards(**opts))
     if config.reward_weights is None:
         config.reward_weights = [s.weight for s in specs]
     # GRPO generates the completions itself; an SFT target column would be passed to rewards as noise.
@@ -132,12 +147,13 @@ def run_grpo(script: ScriptArguments, config: Any) -> str:
 
 def _finish_output(trainer: Any, kind: str, script: ScriptArguments, config: Any) -> None:
     """Run settings next to the weights; for LoRA, an absolute base path and a merged stand-alone model."""
-    from r1vision.merge import MERGED_SUBDIR, is_adapter_dir, merge_adapter, record_absolute_base
+    from r1vision.trainer.merge import MERGED_SUBDIR, is_adapter_dir, merge_adapter, record_absolute_base
     from r1vision.trainer.run_info import run_settings, write_run_info
 
     if not trainer.args.should_save:
         return
-    write_run_info(config.output_dir, run_settings(kind, script, config, _task_options(script)))
+    opts = task_options(get_task(script.task), script.task_options)
+    write_run_info(config.output_dir, run_settings(kind, script, config, opts))
     if is_adapter_dir(config.output_dir):
         record_absolute_base(config.output_dir, script.model)
         merged = merge_adapter(config.output_dir, os.path.join(config.output_dir, MERGED_SUBDIR))

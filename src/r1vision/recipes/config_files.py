@@ -19,7 +19,7 @@ SCHEME = "r1vision://"
 
 def config_dirs() -> list[Path]:
     """Folders that may hold the shipped ``configs/`` tree, most specific first."""
-    dirs = [Path(__file__).resolve().parents[2] / "configs"]  # source checkout / editable install
+    dirs = [Path(__file__).resolve().parents[3] / "configs"]  # source checkout / editable install
     for prefix in {sys.prefix, sysconfig.get_path("data")}:
         dirs.append(Path(prefix) / "share" / "r1vision" / "configs")  # wheel install (data-files)
     return [d for d in dirs if d.is_dir()]

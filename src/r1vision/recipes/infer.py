@@ -1,4 +1,4 @@
-"""``r1vision infer``: batched, data-parallel, resumable generation over a task's dataset."""
+"""The ``r1vision infer`` runner: batched, data-parallel, resumable generation over a task's dataset."""
 
 from __future__ import annotations
 
@@ -7,18 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from r1vision.generation.hf import SamplingOptions, generate
-from r1vision.generation.records import RecordWriter
 from r1vision.tasks.base import Task
+from r1vision.vision.budget import apply_budget_to_processor, resolve_budget
+from r1vision.vision.family import model_family_of
 from r1vision.vision.images import fit_to_budget, images_of_row, load_image
+from r1vision.vision.records import RecordWriter, row_id
 
 logger = logging.getLogger(__name__)
-
-
-def _row_id(row: dict[str, Any], index: int) -> Any:
-    for key in ("id", "image_id"):
-        if row.get(key) is not None:
-            return row[key]
-    return index
 
 
 def run_inference(
@@ -36,29 +31,39 @@ def run_inference(
     progress: bool = True,
     backend: str = "hf",
     max_model_len: int | None = None,
+    task_options: dict[str, Any] | None = None,
 ) -> Path:
     """Generate for every row of ``dataset`` not yet in ``out_dir`` and append records as they finish.
 
     Rows are dealt round-robin to the processes of ``accelerate launch`` / ``torchrun``; each writes its own
     shard. ``backend``: ``"hf"`` (transformers ``generate``) or ``"vllm"`` (an in-process vLLM engine with
-    the same pixel budget; each prompt's image tokens are checked against the processor's). Returns
-    ``out_dir``.
+    the same pixel budget; each prompt's image tokens are checked against the processor's).
+    ``task_options`` (the task's ``Options``, e.g. ``{"prompt": "closed"}``) build the prompts the model
+    was trained with. Returns ``out_dir``.
     """
     if backend not in ("hf", "vllm"):
         raise ValueError(f"backend={backend!r}; choose 'hf' or 'vllm'")
     import torch
     from accelerate import PartialState
     from tqdm.auto import tqdm
-    from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor
+    from transformers import AutoModelForImageTextToText, AutoProcessor
 
-    from r1vision.merge import resolve_model
-    from r1vision.trainer.modeling import apply_budget_to_processor, budget_for, model_family
+    from r1vision.trainer.merge import resolve_model
 
     options = options or SamplingOptions()
     state = PartialState()
     model_path = resolve_model(model_path)  # a LoRA adapter folder: its merged stand-alone model
-    family = model_family(AutoConfig.from_pretrained(model_path))
-    rows = task.load(dataset, split=split, model_family=family, min_pixels=min_pixels, max_pixels=max_pixels)
+    family = model_family_of(model_path)
+    # Resolved once, before the rows are built, so prompts, targets and the processor share one frame.
+    budget = resolve_budget(family, min_pixels, max_pixels, processor=model_path)
+    rows = task.load(
+        dataset,
+        split=split,
+        model_family=family,
+        min_pixels=budget.min_pixels,
+        max_pixels=budget.max_pixels,
+        **(task_options or {}),
+    )
     n = len(rows) if limit is None else min(limit, len(rows))
     rank, world = process_shard(state)
     writer = RecordWriter(out_dir, rank=rank)
@@ -67,7 +72,6 @@ def run_inference(
         logger.info("rank %d: nothing left to do in %s", rank, out_dir)
     else:
         processor = AutoProcessor.from_pretrained(model_path)
-        budget = budget_for(processor, family, min_pixels, max_pixels)
         apply_budget_to_processor(processor, budget)
         if backend == "vllm":
             from r1vision.generation.vllm_engine import VLLMGenerator
@@ -91,7 +95,7 @@ def run_inference(
             else:
                 texts = generate(model, processor, batch, budget, batch_options, images=resized)
             for i, row, samples, orig, res in zip(batch_idx, batch, texts, originals, resized, strict=True):
-                record = {"index": i, "id": _row_id(row, i), "completion": samples[0], "model_family": family}
+                record = {"index": i, "id": row_id(row, i), "completion": samples[0], "model_family": family}
                 if row.get("image_id") is not None:
                     record["image_id"] = row["image_id"]
                 if orig:  # the frame coordinate answers are in (see the task's box convention)

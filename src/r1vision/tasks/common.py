@@ -1,0 +1,86 @@
+"""Helpers every task's rewards share: completion text, dataset columns, finite values, names, guards.
+
+Reward functions follow TRL's convention ``f(prompts, completions, **columns) -> list[float]``; model
+output is untrusted, so these helpers never raise on it. (The SVG render sandbox keeps its own copy of
+:func:`completion_text` in ``svg/extract.py`` because its worker processes must not import r1vision.)
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+RewardFunc = Callable[..., list[float]]
+
+
+def completion_text(completion: Any) -> str:
+    """The text of a TRL completion: a string, a message list, a message dict or a list of content parts."""
+    if completion is None:
+        return ""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, dict):
+        if "content" in completion:
+            return completion_text(completion["content"])
+        return str(completion.get("text") or "") if completion.get("type") == "text" else ""
+    if isinstance(completion, (list, tuple)):
+        return "".join(completion_text(item) for item in completion)
+    return str(completion)
+
+
+def column(kwargs: dict[str, Any], name: str, n: int) -> list[Any]:
+    """Column ``name`` of the batch as a list of ``n`` values.
+
+    A missing column gives ``None`` per row, a scalar (or a string) is repeated, a short list is padded
+    with ``None``: rewards then judge each row without index errors.
+    """
+    values = kwargs.get(name)
+    if values is None or isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
+        return [values] * n
+    values = list(values)
+    return values + [None] * (n - len(values)) if len(values) < n else values
+
+
+def finite(value: Any, default: float = 0.0) -> float:
+    """``value`` as a float, or ``default`` when it is not a finite number."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return float(default)
+    return v if math.isfinite(v) else float(default)
+
+
+def unit(value: Any) -> float:
+    """``value`` clipped to [0, 1]; anything that is not a finite number scores 0."""
+    return min(max(finite(value, 0.0), 0.0), 1.0)
+
+
+def named(func: RewardFunc, name: str) -> RewardFunc:
+    """Give a reward closure the name TRL logs it under (``rewards/<name>/mean``)."""
+    func.__name__ = name
+    func.__qualname__ = name
+    return func
+
+
+def guard_reward(func: RewardFunc, low: float, high: float) -> RewardFunc:
+    """Wrap a reward so a bug never crashes training or emits NaN.
+
+    A raising reward scores 0 for the batch (``low`` if 0 is out of range) and logs the traceback;
+    values are clipped to [``low``, ``high``] and non-finite ones replaced the same way.
+    """
+    fallback = 0.0 if low <= 0.0 <= high else low
+
+    def wrapped(prompts: Any, completions: Sequence[Any], **kwargs: Any) -> list[float]:
+        try:
+            values = func(prompts, completions, **kwargs)
+        except Exception:  # noqa: BLE001
+            logger.exception("reward %s failed; scoring %s", func.__name__, fallback)
+            return [fallback] * len(completions)
+        return [min(high, max(low, v)) if math.isfinite(v) else fallback for v in values]
+
+    wrapped.__name__ = func.__name__
+    return wrapped

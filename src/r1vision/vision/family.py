@@ -1,0 +1,82 @@
+"""The supported model families and what each one fixes: patch geometry and the box coordinate frame.
+
+This is the one table of family facts; the pixel budget, the box conventions of the tasks, the tiny-model
+builder and the vLLM compatibility layer read it from here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class FamilyInfo:
+    """Facts about one Qwen-VL family.
+
+    ``patch_size``/``merge_size``: the vision tower cuts ``patch_size`` pixel patches and merges
+    ``merge_size``² of them into one token. ``box_frame``: the coordinates grounding answers use —
+    ``norm1000`` (0-1000 on both axes) or ``pixels`` (of the resized image), per the Qwen reports.
+    """
+
+    name: str
+    patch_size: int
+    merge_size: int
+    box_frame: str
+
+    @property
+    def factor(self) -> int:
+        """Image sides are multiples of this many pixels (one token per ``factor``² pixels)."""
+        return self.patch_size * self.merge_size
+
+
+FAMILIES: dict[str, FamilyInfo] = {
+    f.name: f
+    for f in (
+        FamilyInfo("qwen2_vl", 14, 2, "norm1000"),
+        FamilyInfo("qwen2_5_vl", 14, 2, "pixels"),
+        FamilyInfo("qwen3_vl", 16, 2, "norm1000"),
+    )
+}
+
+# Views of the table kept under their historical names.
+FAMILY_PATCH = {name: (f.patch_size, f.merge_size) for name, f in FAMILIES.items()}
+FAMILY_BOX_FRAME = {name: f.box_frame for name, f in FAMILIES.items()}
+
+
+def model_family(config: Any) -> str:
+    """``qwen2_vl`` / ``qwen2_5_vl`` / ``qwen3_vl`` from a model config (or its ``model_type``)."""
+    model_type = config if isinstance(config, str) else getattr(config, "model_type", "")
+    # Longest names first: "qwen2_5_vl" must not be read as "qwen2_vl" by a prefix test.
+    for family in sorted(FAMILIES, key=len, reverse=True):
+        if model_type.startswith(family):
+            return family
+    raise ValueError(
+        f"model type {model_type!r} is not a supported vision-language family ({', '.join(FAMILIES)})"
+    )
+
+
+def family_info(family: str) -> FamilyInfo:
+    """The :class:`FamilyInfo` of ``family``; the error names the known families."""
+    if family not in FAMILIES:
+        raise ValueError(f"unknown model family {family!r}; known: {', '.join(sorted(FAMILIES))}")
+    return FAMILIES[family]
+
+
+def model_family_of(model: str) -> str:
+    """The family of a model folder or Hub id: ``config.json``'s ``model_type`` (read without transformers
+    for local folders, so commands can decide before the heavy imports)."""
+    import json
+    from pathlib import Path
+
+    config = Path(model).expanduser() / "config.json"
+    if config.is_file():
+        return model_family(str(json.loads(config.read_text()).get("model_type", "")))
+    from transformers import AutoConfig
+
+    return model_family(AutoConfig.from_pretrained(model))
+
+
+def is_vision_param(name: str) -> bool:
+    """True for parameters of the vision tower and its patch merger (``visual.*`` in Qwen-VL)."""
+    return ".visual." in f".{name}" or name.startswith("visual.")

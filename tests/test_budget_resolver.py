@@ -1,0 +1,91 @@
+"""One pixel-budget rule for SFT targets, trainers, vLLM and infer, on the real Hub processor configs.
+
+Issue 13, item 6: with Qwen3-VL's real preprocessor (``shortest_edge`` 65536) a max-only budget failed, and
+with Qwen2.5-VL's real processor and ``max_pixels`` unset the SFT targets were written in a 1148x840 frame
+while the model saw 1596x1204 (two resolvers with different fallbacks).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import types
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from r1vision.vision.budget import PixelBudget, apply_budget_to_processor, processor_pixels, resolve_budget
+
+REALCFG = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "realcfg" / "files"
+
+
+def _model_folder(tmp_path: Path, family: str) -> Path:
+    """A folder with the real Hub config / processor / tokenizer files of ``family`` (no weights needed)."""
+    assert REALCFG.is_dir(), f"the real Hub config files are expected at {REALCFG}"
+    out = tmp_path / family
+    shutil.copytree(REALCFG / family, out)
+    return out
+
+
+def test_processor_pixels_reads_both_hub_spellings(tmp_path: Path) -> None:
+    assert processor_pixels(_model_folder(tmp_path, "qwen3_vl")) == (65536, 16777216)
+    assert processor_pixels(_model_folder(tmp_path, "qwen2_5_vl")) == (3136, 12845056)
+    assert processor_pixels(tmp_path / "nothing-here") == (None, None)
+
+
+def test_explicit_values_win_and_inherited_bounds_give_way() -> None:
+    qwen3 = {"size": {"shortest_edge": 65536, "longest_edge": 16777216}}
+    budget = resolve_budget("qwen3_vl", None, 3136, processor=qwen3)  # color_smoke.yaml's max-only budget
+    assert (budget.min_pixels, budget.max_pixels, budget.factor) == (32 * 32, 3136, 32)
+    assert resolve_budget("qwen3_vl", processor=qwen3) == PixelBudget(65536, 16777216, 32)
+    assert resolve_budget("qwen2_vl", 10**8, None, processor={"max_pixels": 1000}).max_pixels == 10**8
+    assert resolve_budget("qwen2_vl") == PixelBudget.for_family("qwen2_vl")  # no processor: defaults
+    with pytest.raises(ValueError, match="min_pixels"):  # two explicit values that contradict still fail
+        resolve_budget("qwen2_vl", 5000, 4000)
+
+
+def test_real_qwen3_processor_takes_a_max_only_budget(tmp_path: Path) -> None:
+    from transformers import AutoProcessor
+
+    folder = _model_folder(tmp_path, "qwen3_vl")
+    processor = AutoProcessor.from_pretrained(folder)
+    budget = resolve_budget("qwen3_vl", None, 3136, processor)
+    apply_budget_to_processor(processor, budget)
+    image = Image.new("RGB", (300, 200), "red")
+    out = processor.image_processor(images=[image.resize(budget.resized_size(300, 200))])
+    t, h, w = (int(v) for v in out["image_grid_thw"][0])
+    assert (w * 16, h * 16) == budget.resized_size(300, 200)  # the processor's own resize is the identity
+
+
+def test_sft_targets_are_written_in_the_frame_the_model_sees(tmp_path: Path) -> None:
+    """Qwen2.5-VL (pixel boxes), real processor, ``max_pixels`` unset: targets in the 1596x1204 frame."""
+    from transformers import AutoProcessor
+
+    from r1vision.recipes.train import ScriptArguments, _datasets
+    from r1vision.tasks.sgg.parse import parse_scene_graph
+
+    model = _model_folder(tmp_path, "qwen2_5_vl")
+    data = tmp_path / "data"
+    data.mkdir()
+    Image.new("RGB", (1596, 1204), "white").save(data / "a.png")
+    row = {
+        "image_id": "a",
+        "image": "a.png",
+        "objects": json.dumps([{"id": "box.1", "bbox": [0, 0, 1596, 1204]}]),
+        "relationships": "[]",
+    }
+    (data / "train.jsonl").write_text(json.dumps(row) + "\n")
+    config = types.SimpleNamespace(min_pixels=None, max_pixels=None)
+    script = ScriptArguments(model=str(model), dataset=str(data), task="sgg")
+    _, train, _, opts = _datasets(script, config)
+    text = train[0]["completion"][0]["content"][0]["text"]
+    assert parse_scene_graph(text).ok
+    answer = json.loads(text[text.index("<answer>") + 8 : text.index("</answer>")])
+    assert answer["objects"][0]["bbox"] == [0, 0, 1596, 1204]  # was [0, 0, 1148, 840]
+    # The trainer resolves from the loaded processor and the values the runner handed it: same frame.
+    seen = resolve_budget(
+        "qwen2_5_vl", config.min_pixels, config.max_pixels, AutoProcessor.from_pretrained(model)
+    )
+    assert seen.resized_size(1596, 1204) == (1596, 1204)
+    assert (opts["min_pixels"], opts["max_pixels"]) == (seen.min_pixels, seen.max_pixels) == (3136, 12845056)
