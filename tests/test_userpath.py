@@ -41,7 +41,7 @@ def test_recipe_parses_without_deprecations_or_missing_reporters(recipe: Path, t
     from transformers.integrations import get_available_reporting_integrations
     from trl import TrlParser
 
-    from r1vision.recipes import ScriptArguments
+    from r1vision.recipes.train import ScriptArguments
     from r1vision.trainer.config import VisionGRPOConfig, VisionSFTConfig
 
     cls = VisionSFTConfig if "sft" in recipe.stem else VisionGRPOConfig
