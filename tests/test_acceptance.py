@@ -12,8 +12,8 @@ Qwen-VL video processor, which has no build for this CPU torch: see ENVIRONMENT-
 
 Overrides: only ``--model/--dataset/--output_dir/--max_steps 1`` plus, for the recipes whose completions
 are 1,024-4,096 tokens, ``--max_completion_length 16`` (a random 151k-vocabulary model never stops, and
-8 x 4,096 generated tokens take minutes on a CPU). ``infer`` takes its length from the run's saved
-settings. Runtime: ~4-5 min on a quiet 2-core machine (two worker processes, one per core).
+8 x 4,096 generated tokens take minutes on a CPU). ``infer`` is given neither the task nor a length: it
+takes both from the run's saved settings. Runtime: ~4-5 min on a quiet 2-core machine (two worker processes, one per core).
 """
 
 from __future__ import annotations
@@ -106,7 +106,8 @@ def _commands(name: str, work: Path, data: dict[str, Path]) -> list[list[str]]:
         model = str(run)  # the next stage trains on from this output (an adapter folder for LoRA)
     preds = out / "preds"
     commands.append(
-        ["infer", "--task", task, "--model", model, "--dataset", str(data[task]), "--out", str(preds)]
+        # No --task, no --max_new_tokens: infer takes both (and the prompt options) from the run's settings.
+        ["infer", "--model", model, "--dataset", str(data[task]), "--output_dir", str(preds)]
     )
     commands.append(
         ["eval", task, "--gt", str(data[task]), "--pred", str(preds), "--json-out", str(out / "eval.json")]

@@ -209,16 +209,17 @@ def _make_tiny(argv: Sequence[str]) -> int:
 
 def _infer(argv: Sequence[str]) -> int:
     from r1vision.generation.hf import SamplingOptions
-    from r1vision.recipes.infer import run_inference
+    from r1vision.recipes.infer import inference_settings, run_inference
 
     p = argparse.ArgumentParser(prog="r1vision infer", description="Batched, resumable generation.")
-    _add_task(p)
+    _add_task(p, required=False)  # an r1vision output names its task in r1vision_run.json
     _add(p, "--model", required=True, help="Hub id or local folder")
     _add(p, "--dataset", required=True, help="Hub id, local folder or file")
     _add(p, "--split", default="test")
     _add(p, "--output_dir", required=True, help="output folder (shard-*.jsonl); rerun to resume")
     _add(p, "--batch_size", type=int, default=8)
-    _add(p, "--max_new_tokens", type=int, default=256)
+    _add(p, "--max_new_tokens", type=int, default=None,
+         help="default: the run's max_completion_length, else the task's (sgg 2048, svg 4096, ...)")  # fmt: skip
     _add(p, "--temperature", type=float, default=0.0)
     _add(p, "--top_p", type=float, default=1.0)
     _add(p, "--num_samples", type=int, default=1)
@@ -231,8 +232,14 @@ def _infer(argv: Sequence[str]) -> int:
     _add(p, "--backend", choices=["hf", "vllm"], default="hf",
          help="generation backend; 'vllm' needs vLLM (on CPU: scripts/install_vllm_cpu.sh)")  # fmt: skip
     a = _parse(p, argv)
+    given = _json_options(p, a.task_options, "--task_options") if a.task_options else None
+    settings = inference_settings(a.model, a.task, a.max_new_tokens, given, a.min_pixels, a.max_pixels)
+    a.task, a.task_options = settings["task"], json.dumps(settings["task_options"])
+    a.min_pixels, a.max_pixels = settings["min_pixels"], settings["max_pixels"]
+    if settings["sources"]:
+        print(f"infer settings from the training run / task defaults: {settings}", file=sys.stderr)
     task, task_opts = _task_and_options(p, a)
-    options = SamplingOptions(a.max_new_tokens, a.temperature, a.top_p, a.num_samples, a.seed)
+    options = SamplingOptions(settings["max_new_tokens"], a.temperature, a.top_p, a.num_samples, a.seed)
     out = run_inference(
         task,
         a.model,

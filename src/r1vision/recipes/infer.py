@@ -129,3 +129,60 @@ def process_shard(state: Any) -> tuple[int, int]:
     if not 0 <= rank < world:
         raise ValueError(f"RANK={rank} is outside WORLD_SIZE={world}")
     return rank, world
+
+
+# The longest answer each task's model writes, in real Qwen tokens: infer's default when the model's own
+# run settings do not give one. sgg: a VG150 graph of 20 objects + 30 relations is ~1,323 tokens; svg:
+# figures of 1-2 kB and VFig's 4,096-token completions; geometry: MAYE's 2,048.
+TASK_MAX_NEW_TOKENS = {"sgg": 2048, "sgg_psg": 2048, "geometry": 2048, "svg": 4096, "color": 16}
+DEFAULT_MAX_NEW_TOKENS = 1024
+
+
+def inference_settings(
+    model_path: str,
+    task: str | None = None,
+    max_new_tokens: int | None = None,
+    task_options: dict[str, Any] | None = None,
+    min_pixels: int | None = None,
+    max_pixels: int | None = None,
+) -> dict[str, Any]:
+    """What ``infer`` runs with: each value given explicitly, else the training run's saved settings
+    (``r1vision_run.json`` when ``model_path`` is an r1vision output), else the task's default.
+
+    Returns ``task``, ``task_options``, ``max_new_tokens``, ``min_pixels``, ``max_pixels`` and ``sources``
+    (where each came from, for the log line).
+    """
+    from r1vision.trainer.run_info import read_run_info
+
+    run = read_run_info(model_path)
+    sources: dict[str, str] = {}
+    if task is None:
+        task = run.get("task")
+        if not task:
+            raise ValueError(
+                f"the task is required: {model_path} has no r1vision_run.json naming it; pass --task"
+            )
+        sources["task"] = "run"
+    same_task = run.get("task") == task
+    if task_options is None or (not task_options and same_task and run.get("task_options")):
+        task_options = dict(run.get("task_options") or {}) if same_task else {}
+        sources["task_options"] = "run" if same_task and task_options else "default"
+    if max_new_tokens is None:
+        if same_task and run.get("max_completion_length"):
+            max_new_tokens, sources["max_new_tokens"] = int(run["max_completion_length"]), "run"
+        else:
+            max_new_tokens = TASK_MAX_NEW_TOKENS.get(task, DEFAULT_MAX_NEW_TOKENS)
+            sources["max_new_tokens"] = "task"
+    if same_task:
+        if min_pixels is None and run.get("min_pixels") is not None:
+            min_pixels, sources["min_pixels"] = int(run["min_pixels"]), "run"
+        if max_pixels is None and run.get("max_pixels") is not None:
+            max_pixels, sources["max_pixels"] = int(run["max_pixels"]), "run"
+    return {
+        "task": task,
+        "task_options": task_options,
+        "max_new_tokens": max_new_tokens,
+        "min_pixels": min_pixels,
+        "max_pixels": max_pixels,
+        "sources": sources,
+    }

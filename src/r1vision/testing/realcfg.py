@@ -82,6 +82,21 @@ def shrink_config(config: dict[str, Any]) -> dict[str, Any]:
     return cfg
 
 
+def _make_eos_likely(model, config: dict[str, Any], norm: float = 6.0) -> None:
+    """Give the (tied) embedding row of the end-of-turn token a large norm, so sampled completions stop
+    at random lengths (~5 % per token) instead of never: a uniform random 151k-token model otherwise
+    always runs to the length limit, and rewards that judge stopping (geometry's ``no_eos``) have no
+    spread in a group, hence no GRPO gradient. Weights only; the config is untouched."""
+    import torch
+
+    text = config.get("text_config", config)
+    eos = text.get("eos_token_id", config.get("eos_token_id"))
+    eos = eos[0] if isinstance(eos, list) else eos
+    with torch.no_grad():
+        row = model.get_input_embeddings().weight[eos]
+        row.mul_(norm / row.norm())
+
+
 def make_realcfg_model(
     family: str, out_dir: str | Path, realcfg: str | Path | None = None, seed: int = 0
 ) -> Path:
@@ -99,6 +114,7 @@ def make_realcfg_model(
     config = AutoConfig.from_pretrained(out)
     torch.manual_seed(seed)
     model = AutoModelForImageTextToText.from_config(config, dtype=torch.float32)
+    _make_eos_likely(model, small)
     model.save_pretrained(out)
     # save_pretrained rewrote config.json in transformers' own format; a Hub user has the original's.
     (out / "config.json").write_text(json.dumps(small, indent=2))
