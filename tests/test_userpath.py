@@ -380,3 +380,20 @@ def test_infer_cli_uses_the_runs_prompt(tiny_model, tmp_path, monkeypatch):
     assert len(records) == 2
     assert seen and all(tokens == 3 for _, tokens in seen)  # the run's max_completion_length
     assert all("Object categories" in prompt for prompt, _ in seen)  # the closed prompt lists the vocabulary
+
+
+def test_vllm_serve_takes_an_adapter_folder(tmp_path, monkeypatch):
+    """Item 2: `vllm-serve --model <LoRA output>` serves the run's merged model; the training command keeps its own."""
+    import r1vision.generation.vllm_launch as launch
+    from r1vision.cli import main
+
+    (tmp_path / "run" / "merged").mkdir(parents=True)
+    (tmp_path / "run" / "adapter_config.json").write_text(
+        '{"base_model_name_or_path": "Qwen/Qwen3-VL-4B-Instruct"}'
+    )
+    (tmp_path / "run" / "merged" / "config.json").write_text("{}")
+    seen = []
+    monkeypatch.setattr(launch, "vllm_serve_main", lambda argv: seen.append(list(argv)) or 0)
+    run = str(tmp_path / "run")
+    assert main(["vllm-serve", "--model", run, "--", "r1vision", "grpo", "--model", run]) == 0
+    assert seen == [["--model", str(tmp_path / "run" / "merged"), "--", "r1vision", "grpo", "--model", run]]

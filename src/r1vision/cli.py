@@ -345,7 +345,13 @@ def _selftest(argv: Sequence[str]) -> int:
 
 def _vllm_serve(argv: Sequence[str]) -> int:
     from r1vision.generation.vllm_launch import vllm_serve_main
+    from r1vision.trainer.merge import resolve_model
 
+    argv = list(argv)
+    cut = argv.index("--") if "--" in argv else len(argv)  # the training command after -- keeps its own
+    for i in range(cut - 1):
+        if argv[i] == "--model":  # a LoRA run's output_dir serves its merged stand-alone model
+            argv[i + 1] = resolve_model(argv[i + 1])
     return vllm_serve_main(argv)
 
 
