@@ -194,6 +194,9 @@ def test_recipe_chain(acceptance, name):
         found = stock_load(saved)
         assert found["model"].endswith("ForConditionalGeneration")
         assert found["names"] and all(n and "ImageOnly" not in n for n in found["names"]), found
+        # stock Qwen-VL processors (with torchvision, or in vLLM) also read the base's video processor config
+        for extra in ("video_preprocessor_config.json",):
+            assert (saved / extra).exists() == (Path(_model(spec)) / extra).exists(), extra
         run_info = json.loads((saved / "r1vision_run.json").read_text())
         assert run_info["task"] == task
         base = saved

@@ -147,13 +147,20 @@ def run_grpo(script: ScriptArguments, config: Any) -> str:
 
 def _finish_output(trainer: Any, kind: str, script: ScriptArguments, config: Any) -> None:
     """Run settings next to the weights; for LoRA, an absolute base path and a merged stand-alone model."""
-    from r1vision.trainer.merge import MERGED_SUBDIR, is_adapter_dir, merge_adapter, record_absolute_base
+    from r1vision.trainer.merge import (
+        MERGED_SUBDIR,
+        copy_stock_files,
+        is_adapter_dir,
+        merge_adapter,
+        record_absolute_base,
+    )
     from r1vision.trainer.run_info import run_settings, write_run_info
 
     if not trainer.args.should_save:
         return
     opts = task_options(get_task(script.task), script.task_options)
     write_run_info(config.output_dir, run_settings(kind, script, config, opts))
+    copy_stock_files(script.model, config.output_dir)
     if is_adapter_dir(config.output_dir):
         record_absolute_base(config.output_dir, script.model)
         merged = merge_adapter(config.output_dir, os.path.join(config.output_dir, MERGED_SUBDIR))

@@ -98,12 +98,41 @@ def merge_adapter(
         (adapter_dir / f).is_file() for f in ("processor_config.json", "preprocessor_config.json")
     )
     AutoProcessor.from_pretrained(str(adapter_dir) if has_processor else base).save_pretrained(tmp)
-    for name in _CARRIED:
+    for name in _CARRIED + STOCK_EXTRA_FILES:
         if (adapter_dir / name).is_file():
             shutil.copyfile(adapter_dir / name, tmp / name)
+    copy_stock_files(base, tmp)
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)  # a half-written merge is never mistaken for a model
     return out
+
+
+# What the base checkpoint ships for stock loaders that r1vision's image-only processor does not write:
+# stock Qwen-VL processors (transformers with torchvision, vLLM) load a video processor from it.
+STOCK_EXTRA_FILES = ("video_preprocessor_config.json",)
+
+
+def copy_stock_files(base: str, out_dir: str | os.PathLike) -> list[str]:
+    """Copy :data:`STOCK_EXTRA_FILES` from ``base`` (a folder, or a Hub id already in the local cache) into
+    ``out_dir`` where missing; returns the names copied. Never downloads."""
+    copied = []
+    for name in STOCK_EXTRA_FILES:
+        target = Path(out_dir) / name
+        if target.exists():
+            continue
+        source: str | None = str(Path(base) / name) if Path(base).is_dir() else None
+        if source is None:
+            try:
+                from huggingface_hub import try_to_load_from_cache
+
+                cached = try_to_load_from_cache(base, name)
+                source = cached if isinstance(cached, str) else None
+            except Exception:  # not a Hub id, or no cache: nothing to copy
+                source = None
+        if source and Path(source).is_file():
+            shutil.copyfile(source, target)
+            copied.append(name)
+    return copied
 
 
 def resolve_model(model: str) -> str:
