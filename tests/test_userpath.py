@@ -159,7 +159,7 @@ def test_lora_run_leaves_merged_model_and_adapter_works_as_model(tiny_model, col
     assert main(["infer", "--task", "color", "--model", str(out), "--dataset", str(color_dir), "--out",
                  str(preds), "--limit", "2", "--max-new-tokens", "4"]) == 0  # fmt: skip
     assert sum(1 for _ in open(preds / "shard-00000.jsonl")) == 2
-    assert main(["merge", str(out), "--out", str(tmp_path / "m2")]) == 0
+    assert main(["merge", str(out), "--output_dir", str(tmp_path / "m2")]) == 0
     assert stock_load(tmp_path / "m2")["model"] == "Qwen2VLForConditionalGeneration"
 
 

@@ -1,4 +1,4 @@
-"""LoRA outputs as stand-alone models: ``r1vision merge ADAPTER --out DIR`` and ``--model ADAPTER`` everywhere.
+"""LoRA outputs as stand-alone models: ``r1vision merge ADAPTER --output_dir DIR`` and ``--model ADAPTER`` everywhere.
 
 A LoRA run saves an adapter (``adapter_config.json`` + ``adapter_model.safetensors``), which stock
 transformers and vLLM cannot load as a model. :func:`merge_adapter` folds it into its base model and
@@ -58,7 +58,7 @@ def adapter_base(adapter_dir: str | os.PathLike) -> str:
     if Path(base).is_absolute() or base.startswith((".", "/")) or base.count("/") > 1:
         raise FileNotFoundError(
             f"the base model of adapter {adapter_dir} ({base!r}, from {ADAPTER_CONFIG}) does not exist; "
-            "pass it with `r1vision merge ADAPTER --base PATH --out DIR`"
+            "pass it with `r1vision merge ADAPTER --base PATH --output_dir DIR`"
         )
     return base  # a Hub id
 
@@ -147,14 +147,16 @@ def resolve_model(model: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``r1vision merge ADAPTER --out DIR [--base MODEL]``."""
+    """``r1vision merge ADAPTER --output_dir DIR [--base MODEL]``."""
     import argparse
 
     p = argparse.ArgumentParser(
         prog="r1vision merge", description="Merge a LoRA adapter into its base model (a stand-alone folder)."
     )
     p.add_argument("adapter", help="an adapter folder (a LoRA run's output_dir)")
-    p.add_argument("--out", required=True, help="where to write the merged model")
+    p.add_argument(
+        "--output_dir", "--output-dir", "--out", dest="out", required=True, help="where to write it"
+    )
     p.add_argument(
         "--base", default=None, help="base model (default: the one recorded in adapter_config.json)"
     )
