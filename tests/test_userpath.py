@@ -224,8 +224,9 @@ def test_training_into_a_used_output_dir_refuses(tiny_model, color_dir, tmp_path
     out.mkdir()
     metrics = "step,epoch,loss\n" + "".join(f"{i},0.1,0.5\n" for i in range(1, 11))
     (out / "metrics.csv").write_text(metrics)
+    trainer = VisionGRPOTrainer(tiny_model("qwen2_vl"), varied_reward, args=grpo_args(out), train_dataset=rows)
     with pytest.raises(OutputDirInUseError, match="metrics.csv with 10 row.*--overwrite_output_dir"):
-        VisionGRPOTrainer(tiny_model("qwen2_vl"), varied_reward, args=grpo_args(out), train_dataset=rows)
+        trainer.train()
     assert (out / "metrics.csv").read_text() == metrics
     trainer = VisionGRPOTrainer(
         tiny_model("qwen2_vl"), varied_reward, args=grpo_args(out, overwrite_output_dir=True, max_steps=1),

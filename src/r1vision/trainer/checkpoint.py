@@ -44,7 +44,12 @@ def _read_safetensors(checkpoint: str) -> dict[str, Any] | None:
 
 
 class CheckpointRenameMixin:
-    """Mixin for ``Trainer`` subclasses: correct weight loading on ``resume_from_checkpoint``."""
+    """Mixin for ``Trainer`` subclasses: correct weight loading on ``resume_from_checkpoint``, and no silent
+    rerun into an ``output_dir`` that holds a previous run (:func:`check_output_dir`)."""
+
+    def train(self, resume_from_checkpoint: Any = None, *args: Any, **kwargs: Any) -> Any:
+        check_output_dir(self.args, resume_from_checkpoint)  # type: ignore[attr-defined]
+        return super().train(resume_from_checkpoint, *args, **kwargs)  # type: ignore[misc]
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
         from transformers import PreTrainedModel
@@ -92,12 +97,15 @@ def _run_traces(output_dir: str) -> list[str]:
     return found
 
 
-def check_output_dir(args: Any) -> None:
+def check_output_dir(args: Any, resume_from_checkpoint: Any = None) -> None:
     """Refuse to train into a folder holding a previous run unless resuming or ``overwrite_output_dir``.
 
     Training again would silently replace the weights and cut ``metrics.csv`` to the new run's rows.
+    Runs at the start of ``train()``, before the first step and before ``metrics.csv`` is touched.
     """
-    if getattr(args, "resume_from_checkpoint", None) or getattr(args, "overwrite_output_dir", False):
+    if resume_from_checkpoint or getattr(args, "resume_from_checkpoint", None):
+        return
+    if getattr(args, "overwrite_output_dir", False):
         return
     traces = _run_traces(args.output_dir)
     if traces:

@@ -79,11 +79,9 @@ def prepare_vision_training(
 
     from transformers import AutoConfig, AutoProcessor
 
-    from r1vision.trainer.checkpoint import check_output_dir
     from r1vision.trainer.metrics_csv import MetricsCSVCallback
     from r1vision.trainer.validation import validate_dataset
 
-    check_output_dir(args)  # before anything is loaded: a rerun must not silently replace a run
     model_id = model if isinstance(model, str) else model.config._name_or_path
     family = model_family(AutoConfig.from_pretrained(model) if isinstance(model, str) else model.config)
     processor = processing_class or AutoProcessor.from_pretrained(model_id)
