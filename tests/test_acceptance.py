@@ -205,3 +205,16 @@ def test_recipe_chain(acceptance, name):
     assert sorted(r["index"] for r in lines) == [0, 1]
     metrics = json.loads((work / name / "eval.json").read_text())
     assert metrics and all(isinstance(v, (int, float)) for v in metrics.values())
+
+
+@pytest.mark.slow
+def test_a_grpo_recipe_moves_the_weights(acceptance):
+    """At least one GRPO recipe gets reward spread on a random model and really updates: geometry's
+    ``no_eos`` reward differs between completions that stop and ones that run to the limit."""
+    work, results = acceptance
+    run = work / "geometry_grpo-qwen2_5_vl" / "0-grpo"
+    assert all(s["rc"] == 0 for s in results["geometry_grpo-qwen2_5_vl"])
+    rows = _metrics(run)
+    assert float(rows[0]["reward_std"]) > 0 and float(rows[0]["grad_norm"]) > 0
+    before, after = _weights(Path(_model("real:qwen2_5_vl"))), _weights(run)
+    assert any(not before[k].equal(after[k]) for k in before)
