@@ -32,6 +32,7 @@ def test_processor_pixels_reads_both_hub_spellings(tmp_path: Path) -> None:
     assert processor_pixels(_model_folder(tmp_path, "qwen3_vl")) == (65536, 16777216)
     assert processor_pixels(_model_folder(tmp_path, "qwen2_5_vl")) == (3136, 12845056)
     assert processor_pixels(tmp_path / "nothing-here") == (None, None)
+    assert processor_pixels({"size": {"min_pixels": 10, "max_pixels": 20}}) == (10, 20)
 
 
 def test_explicit_values_win_and_inherited_bounds_give_way() -> None:
@@ -89,3 +90,32 @@ def test_sft_targets_are_written_in_the_frame_the_model_sees(tmp_path: Path) -> 
     )
     assert seen.resized_size(1596, 1204) == (1596, 1204)
     assert (opts["min_pixels"], opts["max_pixels"]) == (seen.min_pixels, seen.max_pixels) == (3136, 12845056)
+
+
+def test_saved_folders_are_read_too(tiny_model) -> None:
+    """transformers 5 saves the image processor inside ``processor_config.json`` (r1vision's SFT output)."""
+    from transformers import AutoProcessor
+
+    folder = tiny_model("qwen2_vl")
+    assert not (Path(folder) / "preprocessor_config.json").exists()
+    assert processor_pixels(folder) == processor_pixels(AutoProcessor.from_pretrained(folder)) != (None, None)
+
+
+def test_color_smoke_recipe_on_a_qwen3_processor_with_a_large_minimum(
+    tmp_path, tiny_model, color_dir
+) -> None:
+    """color_smoke.yaml sets only max_pixels (3136); Qwen3-VL's real processor asks for >= 65536 pixels."""
+    from r1vision.cli import main
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model("qwen3_vl"), model)
+    config = json.loads((model / "processor_config.json").read_text())
+    config["image_processor"]["size"] = {"shortest_edge": 65536, "longest_edge": 16777216}  # the Hub's values
+    (model / "processor_config.json").write_text(json.dumps(config))
+    recipe = Path(__file__).resolve().parents[1] / "configs" / "recipes" / "color_smoke.yaml"
+    out = tmp_path / "out"
+    argv = ["grpo", "--config", str(recipe), "--model", str(model), "--dataset", str(color_dir),
+            "--output_dir", str(out), "--max_steps", "1"]  # fmt: skip
+    assert main(argv) == 0
+    saved = json.loads((out / "processor_config.json").read_text())["image_processor"]["size"]
+    assert saved == {"shortest_edge": 32 * 32, "longest_edge": 3136}

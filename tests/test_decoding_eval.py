@@ -44,3 +44,9 @@ def test_cli_wires_decoding_eval(tiny_model, tmp_path):
                  "--decoding_eval_decodings", '{"greedy": {"k": 1, "temperature": 0.0}}']) == 0  # fmt: skip
     header = (tmp_path / "out" / "metrics.csv").read_text().splitlines()[0]
     assert "eval_test/greedy/accuracy" in header
+
+
+def test_maye_decodings_have_one_definition() -> None:
+    from r1vision.tasks.geometry.metrics import DECODINGS
+
+    assert MAYE_DECODINGS is DECODINGS

@@ -84,3 +84,32 @@ def test_eval_refuses_predictions_of_another_split(tmp_path: Path) -> None:
         PredictionMismatchError, match="index 0 answers row id 'color-test-0'.*color-validation-0"
     ):
         evaluate_files(task, str(tmp_path / "d"), str(tmp_path / "pred"), split="validation")
+
+
+def test_eval_sgg_on_r1sgg_validation_layout(tmp_path: Path, capsys) -> None:
+    """``r1vision eval sgg --gt <folder>`` on R1-SGG's val layout (rows in ``data/train-*.parquet``)."""
+    from r1vision.cli import main
+    from r1vision.tasks.sgg.synth import make_config, synth_rows
+
+    rows = synth_rows(3, seed=0, split="val", cfg=make_config("demo"))
+    (tmp_path / "gt" / "data").mkdir(parents=True)
+    datasets.Dataset.from_list([{k: v for k, v in r.items() if k != "image"} for r in rows]).to_parquet(
+        str(tmp_path / "gt" / "data" / "train-00000-of-00001.parquet")
+    )
+    writer = RecordWriter(tmp_path / "pred")
+    for i, r in enumerate(rows):
+        writer.write(
+            {
+                "index": i,
+                "image_id": r["image_id"],
+                "completion": "no graph",
+                "model_family": "qwen2_vl",
+                "original_image_size": [84, 84],
+                "image_size": [84, 84],
+            }
+        )
+    code = main(
+        ["eval", "sgg", "--gt", str(tmp_path / "gt"), "--pred", str(tmp_path / "pred"), "--split", "test"]
+    )
+    assert code == 0
+    assert "num_images" in capsys.readouterr().out

@@ -56,6 +56,15 @@ def test_valid_options_parse_into_the_dataclass() -> None:
         get_task("sgg").parse_options({"model_family": "qwen2_vl"})
 
 
+def test_unknown_task_is_a_message_not_a_traceback(capsys, tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    assert main(["tasks", "--options", "nope"]) == 2
+    assert "unknown task 'nope'; known tasks: color, geometry" in capsys.readouterr().err
+    assert main(["tasks", "--options", "no_such_module:Task"]) == 2
+    assert "cannot import task 'no_such_module:Task'" in capsys.readouterr().err
+
+
 def test_tasks_lists_options_with_defaults(capsys) -> None:
     assert main(["tasks", "--options", "geometry"]) == 0
     out = capsys.readouterr().out
@@ -157,3 +166,19 @@ def test_infer_eval_viz_share_names(tmp_path, monkeypatch, color_dir, capsys) ->
     with pytest.raises(SystemExit):
         main(["eval", "color", "--task", "sgg", "--dataset", "D", "--pred", "P"])  # two different tasks
     assert "two tasks given" in capsys.readouterr().err
+
+
+def test_dash_style_commands_take_underscores_too(capsys) -> None:
+    from r1vision.cli import _kebab_argv
+    from r1vision.estimate import builtin_shapes
+
+    shape = builtin_shapes()[0]
+    outputs = []
+    for flag in ("--max-pixels", "--max_pixels"):
+        assert main(["estimate-memory", "--model", shape, "--gpus", "2", flag, "200704", "--json"]) == 0
+        outputs.append(json.loads(capsys.readouterr().out))
+    assert outputs[0] == outputs[1]
+    assert _kebab_argv(["--num_servers", "2", "--", "accelerate", "--num_processes", "2"]) == [
+        "--num-servers", "2", "--", "accelerate", "--num_processes", "2"
+    ]  # fmt: skip
+    assert _kebab_argv(["--output_dir=x", "--quick"], {"--output-dir": "--out"}) == ["--out=x", "--quick"]

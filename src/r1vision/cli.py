@@ -331,23 +331,40 @@ def _report(argv: Sequence[str]) -> int:
     return 0
 
 
+def _kebab_argv(argv: Sequence[str], renames: dict[str, str] | None = None) -> list[str]:
+    """For the commands whose parsers spell flags with dashes: accept underscores too (``--max_pixels``),
+    and ``renames`` (e.g. ``--output_dir`` for the demo's ``--out``). Everything after a bare ``--`` (the
+    training command of ``vllm-serve``) is passed through untouched."""
+    out, rest = [], list(argv)
+    while rest:
+        arg = rest.pop(0)
+        if arg == "--":
+            return [*out, arg, *rest]
+        flag, eq, value = arg.partition("=")
+        if flag.startswith("--"):
+            flag = "--" + flag[2:].replace("_", "-")
+            flag = (renames or {}).get(flag, flag)
+        out.append(flag + eq + value if eq else flag)
+    return out
+
+
 def _estimate(argv: Sequence[str]) -> int:
     from r1vision.estimate import main as estimate_main
 
-    return estimate_main(argv)
+    return estimate_main(_kebab_argv(argv))
 
 
 def _selftest(argv: Sequence[str]) -> int:
     from r1vision.selftest import main as selftest_main
 
-    return selftest_main(argv)
+    return selftest_main(_kebab_argv(argv))
 
 
 def _vllm_serve(argv: Sequence[str]) -> int:
     from r1vision.generation.vllm_launch import vllm_serve_main
     from r1vision.trainer.merge import resolve_model
 
-    argv = list(argv)
+    argv = _kebab_argv(argv, {"--model-name-or-path": "--model"})
     cut = argv.index("--") if "--" in argv else len(argv)  # the training command after -- keeps its own
     for i in range(cut - 1):
         if argv[i] == "--model":  # a LoRA run's output_dir serves its merged stand-alone model
@@ -358,7 +375,7 @@ def _vllm_serve(argv: Sequence[str]) -> int:
 def _demo(argv: Sequence[str]) -> int:
     from r1vision.demo import main as demo_main
 
-    return demo_main(argv)
+    return demo_main(_kebab_argv(argv, {"--output-dir": "--out"}))
 
 
 COMMANDS = {
@@ -392,10 +409,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     from r1vision.tasks.loading import DatasetLoadError
     from r1vision.tasks.options import TaskOptionError
+    from r1vision.tasks.registry import UnknownNameError
 
     try:
         return COMMANDS[command](rest) or 0
-    except (TaskOptionError, DatasetLoadError) as exc:  # bad input: the message says what, no traceback
+    except (
+        TaskOptionError,
+        DatasetLoadError,
+        UnknownNameError,
+    ) as exc:  # bad input: the message says what, no traceback
         print(f"r1vision {command}: error: {exc}", file=sys.stderr)
         return 2
 

@@ -17,19 +17,45 @@ logger = logging.getLogger(__name__)
 RewardFunc = Callable[..., list[float]]
 
 
+_MAX_PARTS = 1_000_000  # nodes visited in one completion; bounds hostile or cyclic structures
+
+
 def completion_text(completion: Any) -> str:
-    """The text of a TRL completion: a string, a message list, a message dict or a list of content parts."""
-    if completion is None:
-        return ""
+    """The text of a TRL completion: a string, a message list, a message dict or a list of content parts.
+
+    Iterative, so a structure nested past the recursion limit (or a cyclic one) cannot raise: containers
+    already seen are skipped and at most ``_MAX_PARTS`` nodes are visited.
+    """
     if isinstance(completion, str):
         return completion
-    if isinstance(completion, dict):
-        if "content" in completion:
-            return completion_text(completion["content"])
-        return str(completion.get("text") or "") if completion.get("type") == "text" else ""
-    if isinstance(completion, (list, tuple)):
-        return "".join(completion_text(item) for item in completion)
-    return str(completion)
+    parts: list[str] = []
+    stack: list[Any] = [completion]
+    seen: set[int] = set()
+    visited = 0
+    while stack and visited < _MAX_PARTS:
+        item = stack.pop()
+        visited += 1
+        if item is None:
+            continue
+        if isinstance(item, str):
+            parts.append(item)
+        elif isinstance(item, (dict, list, tuple)):
+            if id(item) in seen:
+                continue
+            seen.add(id(item))
+            if isinstance(item, dict):
+                if "content" in item:
+                    stack.append(item["content"])
+                elif item.get("type") == "text":
+                    stack.append(str(item.get("text") or ""))
+            else:
+                stack.extend(reversed(item))
+        else:
+            try:
+                parts.append(str(item))
+            except Exception:  # noqa: BLE001 - a hostile __str__ must not crash a reward
+                continue
+    return "".join(parts)
 
 
 def column(kwargs: dict[str, Any], name: str, n: int) -> list[Any]:

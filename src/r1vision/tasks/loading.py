@@ -166,8 +166,9 @@ def locate(source: str | Path, split: str = "train") -> Located:
         if path.suffix not in _FILE_BUILDERS:
             raise DatasetLoadError(f"{path}: unsupported file type (use {', '.join(_FILE_BUILDERS)})")
         named = _split_of(path, path.parent)
-        if named is not None and named != canonical_split(split):
-            logger.warning("%s is a single file (split %r); using it for split %r", path, named, split)
+        if named != canonical_split(split) and path.stem != split:  # say so: the split is not applied
+            what = f"split {named!r}" if named else "no split in its name"
+            logger.warning("%s is a single file (%s); using it for split %r", path, what, split)
         return Located("files", str(path), split, (path,), path.parent)
     if str(source).startswith((".", "/", "~")) or path.suffix in _FILE_BUILDERS:
         raise DatasetLoadError(f"dataset path does not exist: {path}")

@@ -13,6 +13,13 @@ from r1vision.tasks.base import RewardFunc, RewardSpec, Task
 _REGISTRY: dict[str, type[Task] | str] = {}
 
 
+class UnknownNameError(KeyError):
+    """An unknown task or reward name, or a dotted path that cannot be imported; the message lists the names."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
 def register_task(name: str, target: type[Task] | str) -> None:
     """Register a task class, or a ``"module:Class"`` path imported on first use (keeps optional deps lazy)."""
     _REGISTRY[name] = target
@@ -24,9 +31,14 @@ def task_class(name: str) -> type[Task]:
     ``--reward_funcs`` does); the error lists the known names."""
     if name not in _REGISTRY and ":" in name:
         _on_path_cwd()
-        register_task(name, name)
+        module, _, cls_name = name.partition(":")
+        try:
+            target = getattr(importlib.import_module(module), cls_name)
+        except (ImportError, AttributeError) as exc:
+            raise UnknownNameError(f"cannot import task {name!r}: {exc}") from exc
+        register_task(name, target)
     if name not in _REGISTRY:
-        raise KeyError(
+        raise UnknownNameError(
             f"unknown task {name!r}; known tasks: {', '.join(sorted(_REGISTRY))} (or module:Class)"
         )
     target = _REGISTRY[name]
@@ -81,7 +93,7 @@ def resolve_rewards(task: Task, names: Sequence[str] | None, specs: Sequence[Rew
         elif "." in name:
             out.append(_import_reward(name))
         else:
-            raise KeyError(
+            raise UnknownNameError(
                 f"unknown reward {name!r} for task {task.name!r}: use one of the task's "
                 f"{sorted(own)}, a registered one {list_rewards()}, or a dotted path module.function"
             )
@@ -94,9 +106,9 @@ def _import_reward(path: str) -> RewardSpec:
     try:
         func = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
-        raise KeyError(f"cannot import reward function {path!r}: {exc}") from exc
+        raise UnknownNameError(f"cannot import reward function {path!r}: {exc}") from exc
     if not callable(func):
-        raise KeyError(f"reward {path!r} is not callable")
+        raise UnknownNameError(f"reward {path!r} is not callable")
     # The range of an outside function is not known: nothing is assumed about it.
     return RewardSpec(attr, func, 1.0, float("-inf"), float("inf"))
 

@@ -162,8 +162,8 @@ def _configs(
             hidden_size=hidden,
             num_heads=2,
             mlp_ratio=2,
-            patch_size=14,
-            spatial_merge_size=2,
+            patch_size=FAMILY_INFO[family].patch_size,
+            spatial_merge_size=FAMILY_INFO[family].merge_size,
             temporal_patch_size=2,
             in_channels=3,
         )
@@ -180,8 +180,8 @@ def _configs(
             out_hidden_size=hidden,
             intermediate_size=vision_width * 2,
             num_heads=2,
-            patch_size=14,
-            spatial_merge_size=2,
+            patch_size=FAMILY_INFO[family].patch_size,
+            spatial_merge_size=FAMILY_INFO[family].merge_size,
             temporal_patch_size=2,
             window_size=56,
             fullatt_block_indexes=[vision_depth - 1],
@@ -206,8 +206,8 @@ def _configs(
             out_hidden_size=hidden,
             intermediate_size=vision_width * 2,
             num_heads=2,
-            patch_size=16,
-            spatial_merge_size=2,
+            patch_size=FAMILY_INFO[family].patch_size,
+            spatial_merge_size=FAMILY_INFO[family].merge_size,
             temporal_patch_size=2,
             num_position_embeddings=64,
             deepstack_visual_indexes=[0] if vision_depth > 1 else [],
@@ -282,7 +282,7 @@ def make_tiny_model(
     image_processor = Qwen2VLImageProcessorPil(
         size={"shortest_edge": budget.min_pixels, "longest_edge": budget.max_pixels},
         patch_size=patch,
-        merge_size=2,
+        merge_size=FAMILY_INFO[family].merge_size,
         temporal_patch_size=2,
     )
     processor = PROCESSOR_CLASSES[family](

@@ -100,8 +100,16 @@ class VisionGRPOConfig(VisionOptions, GRPOConfig):
     advantage_estimator: str = field(
         default="grpo",
         metadata={
-            "help": "'grpo' (TRL's group-normalised advantages), 'reinforce_pp' (Reinforce++: whitened over "
-            "the global batch) or 'rloo' (leave-one-out baseline)."
+            "help": "'grpo' (TRL's group-normalised advantages), 'reinforce_pp' (Reinforce++: one value per "
+            "completion whitened over the global batch), 'reinforce_pp_maye' (MAYE's exact form: whitened "
+            "over each process's tokens, mean added back) or 'rloo' (leave-one-out baseline)."
+        },
+    )
+    scale_rewards: str | None = field(
+        default=None,
+        metadata={
+            "help": "'group', 'batch' or 'none'; unset = the estimator's default (grpo: 'group' as in TRL, "
+            "reinforce_pp: 'batch', rloo: 'none'). A value the estimator cannot honour is refused."
         },
     )
 
@@ -127,8 +135,8 @@ class VisionGRPOConfig(VisionOptions, GRPOConfig):
     keep_groups_by_std: float = field(
         default=1.0,
         metadata={
-            "help": "Fraction of prompt groups that train each step: those with the highest reward std "
-            "(R1-SGG-style group filtering); the others get zero advantage. 1.0 keeps all."
+            "help": "Fraction of prompt groups that train each step (rounded up, at least one): those with "
+            "the highest reward std (R1-SGG-style group filtering); the others get zero advantage. 1.0 keeps all."
         },
     )
 
@@ -146,13 +154,15 @@ class VisionGRPOConfig(VisionOptions, GRPOConfig):
             raise ValueError("vllm_server_per_rank needs generation_backend='vllm_server'")
         if not 0.0 < self.keep_groups_by_std <= 1.0:
             raise ValueError(f"keep_groups_by_std must be in (0, 1], got {self.keep_groups_by_std}")
-        if self.advantage_estimator not in ("grpo", "reinforce_pp", "rloo"):
-            raise ValueError(
-                f"advantage_estimator={self.advantage_estimator!r}; choose 'grpo', 'reinforce_pp' or 'rloo'"
-            )
+        from r1vision.trainer.advantages import resolve_estimator_options
+
+        # Refuse here, before a model is loaded, what the estimator would otherwise silently ignore.
+        self.scale_rewards = resolve_estimator_options(
+            self.advantage_estimator, self.scale_rewards, self.multi_objective_aggregation
+        )
         # Reinforce++ whitens over the whole batch, so one response per prompt is valid (MAYE's setting);
         # TRL's config check assumes group baselines and demands two. Let it pass, then restore one.
-        single = self.advantage_estimator == "reinforce_pp" and self.num_generations == 1
+        single = self.advantage_estimator.startswith("reinforce_pp") and self.num_generations == 1
         if single:
             self.num_generations = 2
         super().__post_init__()

@@ -16,12 +16,10 @@ from transformers import TrainerCallback
 
 from r1vision.generation.hf import SamplingOptions, generate
 
-# MAYE's three decodings (k samples per item; accuracy = any-correct over the k, i.e. pass@k).
-MAYE_DECODINGS: dict[str, dict[str, float]] = {
-    "pass@8_t1.0": {"k": 8, "temperature": 1.0, "top_p": 1.0},
-    "pass@1_t0.6": {"k": 1, "temperature": 0.6, "top_p": 1.0},
-    "pass@1_t0.01": {"k": 1, "temperature": 0.01, "top_p": 0.001},
-}
+# MAYE's three decodings (k samples per item; accuracy = any-correct over the k, i.e. pass@k) have one
+# definition, with the geometry metrics. Their ``max_tokens`` (2048) is MAYE's; this callback generates up
+# to its own ``max_new_tokens``.
+from r1vision.tasks.geometry.metrics import DECODINGS as MAYE_DECODINGS
 
 
 class DecodingEvalCallback(TrainerCallback):
@@ -33,7 +31,7 @@ class DecodingEvalCallback(TrainerCallback):
         task: Any,
         splits: Mapping[str, Sequence[dict[str, Any]]],
         every_steps: int,
-        decodings: Mapping[str, Mapping[str, float]] = MAYE_DECODINGS,
+        decodings: Mapping[str, Mapping[str, Any]] = MAYE_DECODINGS,
         max_new_tokens: int = 256,
         batch_size: int = 8,
         seed: int = 0,

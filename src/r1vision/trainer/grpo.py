@@ -112,10 +112,8 @@ class VisionGRPOTrainer(CheckpointRenameMixin, GRPOTrainer):
         inputs = [self._prepare_vision_row(row) for row in inputs]
         self._batch_labels = [row_label(row, row.get("row_index")) for row in inputs]
         output = super()._generate_and_score_completions(inputs)
-        if self.args.advantage_estimator != "grpo" and self._last_rewards_per_func is not None:
-            output["advantages"] = self._custom_advantages(len(inputs))
-        if self.args.keep_groups_by_std < 1.0 and self._last_rewards_per_func is not None:
-            output["advantages"] = output["advantages"] * self._group_keep_mask(len(inputs))
+        if self._last_rewards_per_func is not None:
+            self._replace_advantages(output, len(inputs))
         return output
 
     def _tokenize_prompts(self, prompts: list):
@@ -165,32 +163,62 @@ class VisionGRPOTrainer(CheckpointRenameMixin, GRPOTrainer):
         return rewards_per_func
 
     def _weighted_rewards(self) -> torch.Tensor:
+        """Weighted reward sum per completion (global batch); NaN where every reward function returned None."""
         rewards_per_func = self._last_rewards_per_func
-        return (rewards_per_func * self.reward_weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
+        weights = self.reward_weights.to(rewards_per_func.device).unsqueeze(0)
+        rewards = (rewards_per_func * weights).nansum(dim=1)
+        return torch.where(torch.isnan(rewards_per_func).all(dim=1), torch.nan, rewards)
 
-    def _group_keep_mask(self, local_batch: int) -> torch.Tensor:
-        """1 for completions of the groups with the highest reward std (over the global batch), else 0."""
+    def _replace_advantages(self, output: dict[str, Any], local_batch: int) -> None:
+        """Swap in the configured estimator and group filter; log the advantages that will train.
+
+        TRL computed GRPO advantages over the global batch and logged them; for any other estimator, or with
+        group filtering, both the local slice in ``output`` and the logged global values are replaced.
+        """
+        from r1vision.trainer.advantages import compute_advantages
+
+        estimator, keep = self.args.advantage_estimator, self.args.keep_groups_by_std
+        if estimator == "grpo" and keep >= 1.0:
+            return  # TRL's own advantages (all its options) train and are logged unchanged
         mode = "train" if self.model.training else "eval"
         group = self.num_generations if mode == "train" else self.num_generations_eval
         rewards = self._weighted_rewards()
-        stds = rewards.view(-1, group).std(dim=1) if group > 1 else rewards.abs()
-        n_keep = max(1, int(round(self.args.keep_groups_by_std * stds.numel())))
-        keep = torch.zeros_like(stds)
-        keep[torch.argsort(stds, descending=True, stable=True)[:n_keep]] = 1.0
-        self._metrics[mode]["groups/kept_fraction"].append(n_keep / stds.numel())
-        mask = keep.repeat_interleave(group)
         start = self.accelerator.process_index * local_batch
-        return mask[start : start + local_batch]
+        logged = list(self._logs["advantages"])[-rewards.numel() :]
+        if estimator == "grpo" and len(logged) == rewards.numel():  # TRL's values (all its options)
+            advantages = torch.tensor(logged, dtype=torch.float32, device=rewards.device)
+        elif estimator == "grpo":
+            advantages = compute_advantages(rewards, group, "grpo", self.args.scale_rewards)
+        else:
+            counts = None
+            if estimator == "reinforce_pp_maye":  # MAYE whitens over tokens: every process's token counts
+                local = output["completion_mask"].sum(dim=1).to(torch.float32)
+                counts = self.accelerator.gather(local)
+            advantages = compute_advantages(
+                rewards,
+                group,
+                estimator,
+                self.args.scale_rewards,
+                token_counts=counts,
+                chunk_size=local_batch,
+            )
+        if keep < 1.0:
+            advantages = advantages * self._group_keep_mask(rewards, group, mode).to(advantages.device)
+        output["advantages"] = advantages[start : start + local_batch].to(output["advantages"].device)
+        logged_adv = self._logs["advantages"]
+        for _ in range(min(rewards.numel(), len(logged_adv))):
+            logged_adv.pop()  # TRL's GRPO values for this batch
+        logged_adv.extend(advantages.tolist())
 
-    def _custom_advantages(self, local_batch: int) -> torch.Tensor:
-        from r1vision.trainer.advantages import compute_advantages
+    def _group_keep_mask(self, rewards: torch.Tensor, group: int, mode: str) -> torch.Tensor:
+        """1 for completions of the groups with the highest reward std (over the global batch), else 0."""
+        from r1vision.tasks.group_filter import select_groups_by_std
 
-        rewards = self._weighted_rewards()
-        mode = "train" if self.model.training else "eval"
-        num_generations = self.num_generations if mode == "train" else self.num_generations_eval
-        advantages = compute_advantages(rewards, num_generations, self.args.advantage_estimator)
-        start = self.accelerator.process_index * local_batch
-        return advantages[start : start + local_batch]
+        kept = select_groups_by_std(rewards.tolist(), group, float(self.args.keep_groups_by_std))
+        mask = torch.zeros(rewards.numel())
+        mask[kept] = 1.0
+        self._metrics[mode]["groups/kept_fraction"].append(len(kept) / rewards.numel())
+        return mask
 
 
 def _with_row_index(dataset: Any) -> Any:

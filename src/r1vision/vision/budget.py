@@ -117,22 +117,36 @@ def processor_pixels(source: Any) -> tuple[int | None, int | None]:
         hi = hi if hi is not None else getattr(ip, "max_pixels", None)
         return lo, hi
     size = source.get("size") or {}
-    lo = size.get("shortest_edge", source.get("min_pixels"))
-    hi = size.get("longest_edge", source.get("max_pixels"))
+    # Older Qwen2-VL files spell the bounds min_pixels/max_pixels, at the top level or inside "size".
+    lo = size.get("shortest_edge", size.get("min_pixels", source.get("min_pixels")))
+    hi = size.get("longest_edge", size.get("max_pixels", source.get("max_pixels")))
     return lo, hi
 
 
 def _read_preprocessor_config(model: str) -> dict[str, Any] | None:
+    """The image processor's settings of a model folder or Hub id: ``preprocessor_config.json`` (Hub
+    checkpoints), else the ``image_processor`` entry of ``processor_config.json`` (what transformers 5
+    saves, e.g. r1vision's SFT output)."""
     local = Path(model).expanduser()
-    if local.is_dir():
-        path = local / "preprocessor_config.json"
-        return json.loads(path.read_text()) if path.is_file() else None
-    try:  # a Hub id: the file alone (cached), not the processor
+    for name in ("preprocessor_config.json", "processor_config.json"):
+        if local.is_dir():
+            path: Path | None = local / name if (local / name).is_file() else None
+        else:
+            path = _hub_file(model, name)
+        if path is not None:
+            data = json.loads(path.read_text())
+            return data.get("image_processor", data) if name == "processor_config.json" else data
+    if not local.is_dir():
+        logger.info("no processor config for %s; using the family's default budget", model)
+    return None
+
+
+def _hub_file(model: str, name: str) -> Path | None:
+    try:  # the file alone (cached), not the processor
         from huggingface_hub import hf_hub_download
 
-        return json.loads(Path(hf_hub_download(model, "preprocessor_config.json")).read_text())
-    except Exception as exc:  # offline or no such file: fall back to the family defaults
-        logger.info("no preprocessor_config.json for %s (%s); using the family's default budget", model, exc)
+        return Path(hf_hub_download(model, name))
+    except Exception:  # offline, no such repo or no such file: the caller falls back
         return None
 
 

@@ -28,42 +28,51 @@ def _last_match(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
     return tail[0] if tail else None
 
 
-def _braced(text: str, start: int) -> tuple[str, int] | None:
-    """Content of the brace group opening at ``text[start] == "{"`` and the index after it."""
-    depth = 0
-    for i in range(start, len(text)):
-        ch = text[i]
-        if ch == "{" and (i == 0 or text[i - 1] != "\\"):
-            depth += 1
-        elif ch == "}" and (i == 0 or text[i - 1] != "\\"):
-            depth -= 1
-            if depth == 0:
-                return text[start + 1 : i], i + 1
-    return None  # unbalanced: a truncated completion
+_BRACE = re.compile(r"(?<!\\)[{}]")
+_BOX = re.compile(r"\\(?:boxed|fbox)")
+_BARE_TOKEN = re.compile(r"[^\s$]{1,200}")
+# Only the last MAX_SCAN_CHARS of a text are searched: a final answer sits at the end, a 2,048-token
+# completion is ~10 k characters, and the cap bounds the cost of a 1 MB hostile completion.
+MAX_SCAN_CHARS = 100_000
+
+
+def _matching_braces(text: str) -> dict[int, int]:
+    """Index of each balanced ``{`` -> index of its ``}`` (escaped ``\\{`` ignored); one linear pass."""
+    pairs: dict[int, int] = {}
+    stack: list[int] = []
+    for match in _BRACE.finditer(text):
+        if match.group() == "{":
+            stack.append(match.start())
+        elif stack:
+            pairs[stack.pop()] = match.start()
+    return pairs
 
 
 def extract_boxed(text: str) -> str | None:
-    """Content of the last complete ``\\boxed{...}`` (or ``\\fbox{...}``, or ``\\boxed 5``) in ``text``."""
+    """Content of the last complete ``\\boxed{...}`` (or ``\\fbox{...}``, or ``\\boxed 5``) in ``text``.
+
+    Linear in the text: braces are matched once with a stack, then box commands are tried from the last.
+    """
     if not isinstance(text, str):
         return None
-    end = len(text)
-    while True:
-        pos = max(text.rfind(cmd, 0, end) for cmd in _BOX_COMMANDS)
-        if pos < 0:
-            return None
-        cmd_len = len("\\boxed") if text.startswith("\\boxed", pos) else len("\\fbox")
-        i = pos + cmd_len
-        while i < len(text) and text[i] in " \t":
-            i += 1
-        if i < len(text) and text[i] == "{":
-            group = _braced(text, i)
-            if group is not None:
-                return group[0].strip()
-        elif i > pos + cmd_len:  # "\boxed 5": a space then one token
-            match = re.match(r"[^\s$]+", text[i:])
+    text = text[-MAX_SCAN_CHARS:]
+    boxes = [m.end() for m in _BOX.finditer(text)]
+    if not boxes:
+        return None
+    pairs = _matching_braces(text)
+    for i in reversed(boxes):
+        j = i
+        while j < len(text) and text[j] in " \t":
+            j += 1
+        if j < len(text) and text[j] == "{":
+            close = pairs.get(j)
+            if close is not None:
+                return text[j + 1 : close].strip()
+        elif j > i:  # "\boxed 5": a space then one token
+            match = _BARE_TOKEN.match(text, j)
             if match:
                 return match.group(0).strip()
-        end = pos  # unbalanced or empty: try the previous box
+    return None  # only unbalanced or empty boxes: a truncated completion
 
 
 def extract_answer_tag(text: str) -> str | None:
@@ -105,7 +114,10 @@ def extract_final_answer(text: str, reference: bool = False) -> str | None:
     (a dataset's ``answer``/``solution``), a short one-line text without box or tag is taken whole, so
     ``2\\sqrt{3}`` stays ``2\\sqrt{3}`` instead of becoming its last number.
     """
-    if not isinstance(text, str) or not text.strip():
+    if not isinstance(text, str):
+        return None
+    text = text[-MAX_SCAN_CHARS:]
+    if not text.strip():
         return None
     if reference and "\\boxed" not in text and "\\fbox" not in text and _ANSWER_OPEN not in text:
         short = clean_answer(text)
@@ -136,6 +148,25 @@ def choice_letter(answer: str) -> str | None:
         return None
     match = _LETTER.match(answer.strip())
     return match.group(1).upper() if match else None
+
+
+# "(A) 12", "A. 12", "B: 5", "Option C) 7": an option letter followed by the option's value. The letter is
+# upper case or in parentheses, so a lower-case "a. 5" in prose is not read as an option.
+_LABELLED = re.compile(
+    r"^(?:\\text\{\s*)?(?:(?:option|choice)\s*)?(?:\(([A-Ha-h])\)|([A-H])\s*[.:)])\s*\}?\s*(\S.*)$",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def split_choice(answer: str) -> tuple[str | None, str | None]:
+    """``(letter, value)`` of an answer: ``"(A) 12"`` -> ``("A", "12")``, ``"B"`` -> ``("B", None)``,
+    ``"12"`` -> ``(None, None)``."""
+    letter = choice_letter(answer)
+    if letter is None:
+        return None, None
+    match = _LABELLED.match(answer.strip())
+    value = match.group(3).strip() if match else None
+    return letter, value or None
 
 
 _CHOICE_BLOCK = re.compile(r"(?:choices|options)\s*:?\s*(.*)$", re.IGNORECASE | re.DOTALL)

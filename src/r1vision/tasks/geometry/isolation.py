@@ -124,6 +124,7 @@ class MathVerifyPool:
         self._slots = threading.Semaphore(self.size)
         self._lock = threading.Lock()
         self._all: list[_Worker] = []
+        self._pending = 0  # background starts in flight
         self.timeouts = 0
 
     def verify(self, gold: str, pred: str, timeout: float) -> bool:
@@ -132,17 +133,53 @@ class MathVerifyPool:
             try:
                 worker = self._idle.get_nowait()
             except queue.Empty:
-                worker = self._spawn()
+                worker = self._wait_for_respawn() or self._spawn()
             if not worker.alive():
                 self._discard(worker)
                 worker = self._spawn()
             result = worker.ask(gold, pred, timeout)
             if result is None:
                 self.timeouts += 1
-                self._discard(worker)  # stuck or dead: kill it, the next call starts a fresh one
+                self._discard(worker)  # stuck or dead: kill it
+                self._respawn_in_background()  # so that the next call finds a warm worker
                 return False
             self._idle.put(worker)
             return result
+
+    def _respawn_in_background(self) -> None:
+        """Start a replacement worker in a daemon thread (a start takes ~1 s of imports)."""
+
+        def spawn() -> None:
+            try:
+                worker = self._spawn()
+            except (WorkerUnavailable, OSError):
+                return
+            finally:
+                with self._lock:
+                    self._pending -= 1
+            if os.getpid() == self._pid and self._idle.qsize() < self.size:
+                self._idle.put(worker)
+            else:  # a caller started one meanwhile: keep the pool at its size
+                self._discard(worker)
+
+        with self._lock:
+            self._pending += 1
+        threading.Thread(target=spawn, name="math-verify-respawn", daemon=True).start()
+
+    def _wait_for_respawn(self) -> _Worker | None:
+        """The replacement being started in the background, rather than a second start competing with it."""
+        with self._lock:
+            pending = self._pending
+        if not pending:
+            return None
+        try:
+            return self._idle.get(timeout=STARTUP_TIMEOUT_S)
+        except queue.Empty:
+            return None
+
+    def warm(self) -> int:
+        """Number of idle, live workers (started and ready)."""
+        return sum(1 for w in list(self._idle.queue) if w.alive())
 
     def _spawn(self) -> _Worker:
         worker = _Worker()

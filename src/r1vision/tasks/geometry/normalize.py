@@ -23,9 +23,28 @@ _PERCENT = re.compile(r"\\%|%|\s*percent\b")
 _SPACING = re.compile(r"\\[,;:! ]|\\quad|\\qquad|~|\\displaystyle|\\left|\\right")
 _RADICAL = re.compile(r"\\text\{\s*radical\s*\}|\bradical\b|√")
 _TEXT_WRAP = re.compile(r"\\(?:text|mathrm|textbf|mathbf|mbox|operatorname)\s*\{([^{}]*)\}")
+# Units are removed only where they cannot be a variable. By the typesetting convention (SI brochure,
+# ISO 80000-2) a unit is upright and a variable italic: `3\text{ m}` is three metres, `3m` or `3 m` is
+# three times m. So a single-letter unit counts only when upright (\text, \mathrm, \mbox); a unit word of
+# two or more letters (`cm`, `units`, `feet`) counts either way, since no geometry answer is a product of
+# variables spelling a unit name.
+_UNIT_WORDS = (
+    r"units?|cm|mm|km|ft|feet|foot|in|inches|inch|yd|yards?|meters?|metres?|centimeters?|centimetres?|"
+    r"millimeters?|millimetres?|kilometers?|kilometres?|miles?|mi"
+)
+_POWER = r"(?:\s*\^\s*\{?\s*[23]\s*\}?|[²³])?"
+_UPRIGHT_UNIT = re.compile(
+    r"\s*\\(?:text|mathrm|textrm|mbox|rm)\s*\{\s*(?:(?:square|sq\.?|cubic)\s*)?(?:"
+    + _UNIT_WORDS
+    + r"|m)"
+    + _POWER
+    + r"\s*\}"
+    + _POWER
+    + r"\s*$",
+    re.IGNORECASE,
+)
 _UNITS = re.compile(
-    r"\s*(?:square|sq\.?|cubic)?\s*(?:units?|cm|mm|km|m|ft|feet|foot|in|inches|inch|yd|yards?|meters?|"
-    r"centimeters?|millimeters?|kilometers?|miles?|mi)(?:\s*\^\s*\{?\s*[23]\s*\}?|[²³])?\s*$",
+    r"\s*(?:square|sq\.?|cubic)?\s*(?<![A-Za-z\\])(?:" + _UNIT_WORDS + r")" + _POWER + r"\s*$",
     re.IGNORECASE,
 )
 _FRAC_SHORT = re.compile(r"\\[dt]?frac\s*(\d)\s*(\d)")
@@ -58,6 +77,7 @@ def normalize(answer: str) -> Normalized | None:
     s = _PERCENT.sub("", s)
     s = _RADICAL.sub(r"\\sqrt", s)
     s = re.sub(r"\bsqrt\s*\(", r"\\sqrt(", s)
+    s = _UPRIGHT_UNIT.sub("", s)  # before the upright wrappers are dropped
     s = _TEXT_WRAP.sub(lambda m: m.group(1), s)
     s = _UNITS.sub("", s)
     s = _FRAC_NAME.sub(r"\\frac", s)
@@ -75,13 +95,14 @@ class _ParseError(ValueError):
     pass
 
 
-_TOKEN = re.compile(r"\s*(\d+\.\d*|\.\d+|\d+|\\frac|\\sqrt|\\pi|\\infty|pi|[-+*/^(){}\[\]])")
+_TOKEN = re.compile(r"\s*(\d+\.\d*|\.\d+|\d+|\\frac|\\sqrt|\\pi|\\infty|pi|[-+*/^(){}\[\]]|[A-Za-z])")
 
 
 class _Parser:
     """Recursive-descent evaluator for + - * / ^, implicit products, \\frac, \\sqrt[n]{}, \\pi."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, variables: dict[str, float] | None = None) -> None:
+        self.variables = variables or {}
         self.tokens: list[str] = []
         pos = 0
         while pos < len(text):
@@ -136,7 +157,7 @@ class _Parser:
                     value /= rhs
                 else:
                     value *= rhs
-            elif tok is not None and (tok[0].isdigit() or tok[0] in ".({\\" or tok == "pi"):
+            elif tok is not None and (tok[0].isdigit() or tok[0] in ".({\\" or tok.isalpha()):
                 value *= self.unary()  # implicit product: 2\sqrt{3}, 3\pi, 2(4)
             else:
                 return value
@@ -185,6 +206,9 @@ class _Parser:
         if tok in ("\\pi", "pi"):
             self.take()
             return math.pi
+        if tok in self.variables:
+            self.take()
+            return self.variables[tok]
         if tok in ("(", "{"):
             return self.group()
         if tok == "\\frac":
@@ -205,12 +229,15 @@ class _Parser:
         raise _ParseError(f"unexpected {tok!r}")
 
 
-def evaluate(text: str) -> float | None:
-    """Float value of a normalised answer such as ``2\\sqrt{3}``, ``\\frac{7}{2}``, ``3\\pi``; else ``None``."""
+def evaluate(text: str, variables: dict[str, float] | None = None) -> float | None:
+    """Float value of a normalised answer such as ``2\\sqrt{3}``, ``\\frac{7}{2}``, ``3\\pi``; else ``None``.
+
+    ``variables`` binds single letters (``2x+1`` at ``{"x": 0.5}``); an unbound letter gives ``None``.
+    """
     if not text or len(text) > MAX_LEN:
         return None
     try:
-        value = _Parser(text).parse()
+        value = _Parser(text, variables).parse()
     except (_ParseError, RecursionError, ZeroDivisionError, OverflowError, ValueError):
         return None
     return value if math.isfinite(value) else None
@@ -257,3 +284,13 @@ def expand_pm(text: str) -> list[str]:
                 return [tail, f"-({tail})"]
             return [f"{head}+({tail})", f"{head}-({tail})"]
     return [text]
+
+
+_COMMAND = re.compile(r"\\[A-Za-z]+")
+_FUNCTION_WORDS = re.compile(r"\b(?:pi|sqrt|sin|cos|tan|cot|sec|csc|log|ln|exp|arcsin|arccos|arctan)\b")
+
+
+def free_letters(text: str) -> frozenset[str]:
+    """Letters of a normalised answer that name variables (LaTeX commands and function names excluded)."""
+    bare = _FUNCTION_WORDS.sub(" ", _COMMAND.sub(" ", text))
+    return frozenset(ch for ch in bare if ch.isascii() and ch.isalpha())

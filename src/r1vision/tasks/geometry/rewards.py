@@ -11,7 +11,9 @@ Each is weighted by :func:`build_reward_specs`. None of them raises or hangs on 
 from __future__ import annotations
 
 import logging
+import math
 import unicodedata
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -41,16 +43,24 @@ def make_accuracy_reward(
         n = len(completions)
         solutions, answers = _column(kwargs, "solution", n), _column(kwargs, "answer", n)
         choices, questions = _column(kwargs, "choices", n), _column(kwargs, "question", n)
-        texts, references, options = [], [], []
-        for i, completion in enumerate(completions):
+        texts = [completion_text(c) for c in completions]
+        pair_text, pair_ref, pair_opt, owner = [], [], [], []
+        for i, text in enumerate(texts):
             reference = solutions[i] if solutions[i] not in (None, "") else answers[i]
             option = choices[i] if isinstance(choices[i], (list, tuple)) and choices[i] else None
             if option is None and isinstance(questions[i], str):
                 option = parse_choices(questions[i])
-            texts.append(completion_text(completion))
-            references.append("" if reference is None else str(reference))  # "" never matches
-            options.append(option)
-        verdicts = answers_match_batch(texts, references, options, timeout=timeout)
+            # a list is the set of accepted answers (never its repr); no reference never matches
+            for ref in _references(reference):
+                pair_text.append(text)
+                pair_ref.append(ref)
+                pair_opt.append(option)
+                owner.append(i)
+        verdicts = [False] * n
+        for i, ok in zip(
+            owner, answers_match_batch(pair_text, pair_ref, pair_opt, timeout=timeout), strict=True
+        ):
+            verdicts[i] = verdicts[i] or ok
         log_metric = kwargs.get("log_metric")
         if callable(log_metric):
             ids = kwargs.get("completion_ids")
@@ -63,6 +73,18 @@ def make_accuracy_reward(
 
     accuracy.__name__ = "accuracy"
     return accuracy
+
+
+def _references(reference: Any) -> list[str]:
+    """The reference answers of a row: a string, a number, or each string/number of a list of them."""
+    items = reference if isinstance(reference, (list, tuple)) else [reference]
+    out = []
+    for item in items[:16]:
+        if isinstance(item, str) and item.strip():
+            out.append(item)
+        elif isinstance(item, (int, float)) and not isinstance(item, bool) and math.isfinite(item):
+            out.append(str(item))
+    return out
 
 
 def make_format_reward(require_close: bool = True) -> Callable[..., list[float]]:
@@ -97,20 +119,29 @@ _SCRIPT_PREFIXES = {
 }
 
 
+# Letters looked at per completion: a 2,048-token completion is ~10 k characters; the cap bounds the cost
+# of a hostile 1 MB one (each distinct non-ASCII character costs a Unicode-name lookup).
+MAX_LANGUAGE_CHARS = 100_000
+
+
 def scripts_used(text: str, min_chars: int = 1) -> set[str]:
-    """Writing systems with at least ``min_chars`` letters in ``text`` (``latin``, ``cjk``, ...)."""
+    """Writing systems with at least ``min_chars`` letters in ``text`` (``latin``, ``cjk``, ...).
+
+    Counts each distinct character once (``collections.Counter`` runs in C) in the first
+    :data:`MAX_LANGUAGE_CHARS` characters.
+    """
     counts: dict[str, int] = {}
-    for ch in text:
+    for ch, n in Counter(text[:MAX_LANGUAGE_CHARS]).items():
         if ch.isascii():
             if ch.isalpha():
-                counts["latin"] = counts.get("latin", 0) + 1
+                counts["latin"] = counts.get("latin", 0) + n
             continue
         if not (ch.isalpha() or unicodedata.category(ch) == "Lo"):
             continue
         name = unicodedata.name(ch, "")
         script = next((s for prefix, s in _SCRIPT_PREFIXES.items() if name.startswith(prefix)), None)
         if script:
-            counts[script] = counts.get(script, 0) + 1
+            counts[script] = counts.get(script, 0) + n
     return {s for s, c in counts.items() if c >= min_chars}
 
 

@@ -9,10 +9,16 @@ cheapest first and the first one that agrees wins:
 3. ``numeric``: equal values within ``rel_tol``, or equal after rounding to the precision the other side
    was written with; ×100/÷100 when either side is a percentage;
 4. ``multi``: the same multiset of values for comma-separated answers and ``\\pm`` expansions;
-5. ``interval``: the same bracket types and endpoints;
-6. ``math_verify``: HuggingFace math-verify's ``verify(parse(gold), parse(pred))``.
+5. ``interval``: the same bracket types and endpoints (``2 < x < 12`` is the interval ``(2,12)``);
+6. ``identity``: expressions in the same one or two variables that agree at two irrational probe points;
+7. ``math_verify``: HuggingFace math-verify's ``verify(parse(gold), parse(pred))``, asked only when the
+   rules cannot tell the answers apart (different variables, two plain numbers or intervals that differ,
+   expressions that differ at a probe point are False without it: faster, and math-verify would
+   otherwise drop what it cannot parse and match ``3m`` or ``\\frac12 ab`` with ``3`` or ``\\frac12``).
 
-Rules 1-5 are bounded by construction (see :mod:`.normalize`) and run in-process. Rule 6 runs sympy,
+A single-letter unit counts only when upright (``3\\text{ m}``); ``3m`` is three times m. A choice label
+with a value (``(A) 12``) is compared by its value with an unlabelled answer, by its letter with a labelled
+one. Rules 1-6 are bounded by construction (see :mod:`.normalize`) and run in-process. Rule 7 runs sympy,
 which can run for hours on hostile input, so it runs in a killable worker subprocess with a hard
 deadline (see :mod:`.isolation`); that works in any thread and in DataLoader workers. Nothing here
 raises on model text: any failure means "no match".
@@ -25,7 +31,7 @@ import math
 import re
 from collections.abc import Sequence
 
-from r1vision.tasks.geometry.extract import choice_letter, extract_final_answer
+from r1vision.tasks.geometry.extract import choice_letter, extract_final_answer, split_choice
 from r1vision.tasks.geometry.isolation import WorkerUnavailable, get_pool
 from r1vision.tasks.geometry.normalize import (
     MAX_LEN,
@@ -33,13 +39,16 @@ from r1vision.tasks.geometry.normalize import (
     decimal_places,
     evaluate,
     expand_pm,
+    free_letters,
     normalize,
     split_top_level,
 )
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_TIMEOUT_S = 5.0
+# math-verify's deadline per call. Real answers take milliseconds there (the rules decide most pairs
+# in-process, see _surely_different); 1.5 s keeps a pathological answer under 2 s with a warm worker.
+DEFAULT_TIMEOUT_S = 1.5
 DEFAULT_REL_TOL = 1e-6
 # Math-verify's input cap: sympy's cost grows quickly with length and nobody boxes a 2,000-char answer.
 _MAX_MATH_VERIFY_LEN = 1000
@@ -113,7 +122,55 @@ _INTERVAL = re.compile(r"([(\[])([^,()\[\]]+),([^,()\[\]]+)([)\]])")
 _UNION = re.compile(r"\\cup|∪|\bU\b")
 
 
+_LESS = r"(<=?|\\leq?|\\leqslant|\\lt|≤)"
+_GREATER = r"(>=?|\\geq?|\\geqslant|\\gt|≥)"
+_END = r"(-?[^<>=≤≥,]+?)"
+_VAR = r"([A-Za-z]|\\[A-Za-z]+)"
+_MEMBER = re.compile(r"(?:[A-Za-z]|\\[A-Za-z]+)(?:\\in|∈)(?=[(\[])")
+_INEQUALITIES = (
+    (re.compile(rf"{_END}{_LESS}{_VAR}{_LESS}{_END}"), "between"),
+    (re.compile(rf"{_END}{_GREATER}{_VAR}{_GREATER}{_END}"), "between_desc"),
+    (re.compile(rf"{_VAR}{_GREATER}{_END}"), "above"),
+    (re.compile(rf"{_VAR}{_LESS}{_END}"), "below"),
+    (re.compile(rf"{_END}{_LESS}{_VAR}"), "above_rev"),
+    (re.compile(rf"{_END}{_GREATER}{_VAR}"), "below_rev"),
+)
+
+
+def _inequality_as_interval(text: str) -> str | None:
+    """``2 < x < 12`` -> ``(2,12)``, ``x \\ge 3`` -> ``[3,\\infty)``; ``None`` for anything else."""
+    text = text.replace("\\left", "").replace("\\right", "").replace(" ", "")
+    if len(text) > MAX_LEN:
+        return None
+    member = _MEMBER.match(text)  # "x \\in (2,12)" is the interval itself
+    if member:
+        return text[member.end() :]
+    for pattern, kind in _INEQUALITIES:
+        m = pattern.fullmatch(text)
+        if not m:
+            continue
+        g = m.groups()
+
+        def bracket(op: str, left: bool) -> str:
+            closed = "=" in op or "\\le" in op or "\\ge" in op or op in ("≤", "≥")
+            return ("[" if closed else "(") if left else ("]" if closed else ")")
+
+        if kind == "between":
+            return f"{bracket(g[1], True)}{g[0]},{g[4]}{bracket(g[3], False)}"
+        if kind == "between_desc":  # 12 > x > 2
+            return f"{bracket(g[3], True)}{g[4]},{g[0]}{bracket(g[1], False)}"
+        if kind == "above":
+            return f"{bracket(g[1], True)}{g[2]},\\infty)"
+        if kind == "below":
+            return f"(-\\infty,{g[2]}{bracket(g[1], False)}"
+        if kind == "above_rev":  # 3 < x
+            return f"{bracket(g[1], True)}{g[0]},\\infty)"
+        return f"(-\\infty,{g[0]}{bracket(g[1], False)}"  # 3 > x
+    return None
+
+
 def _intervals(answer: str) -> list[tuple[str, float, float, str]] | None:
+    answer = _inequality_as_interval(answer) or answer
     text = answer.replace("\\left", "").replace("\\right", "").replace(" ", "")
     out = []
     for piece in _UNION.split(text):
@@ -170,7 +227,16 @@ def _math_verify(gold: str, pred: str, timeout: float, isolate: bool) -> bool:
         return False
 
 
+_THOUSANDS = re.compile(r"\s*-?\d{1,3}(?:,\d{3})+(?:\.\d+)?\s*")
+
+
+def _ungroup(answer: str) -> str:
+    """``1,000`` -> ``1000``: a comma before exactly three digits is a thousands separator, not a list."""
+    return answer.replace(",", "") if _THOUSANDS.fullmatch(answer) else answer
+
+
 def _value_rules(gold: str, pred: str, rel_tol: float) -> str | None:
+    gold, pred = _ungroup(gold), _ungroup(pred)
     gn, pn = normalize(gold), normalize(pred)
     if gn is None or pn is None:
         return None
@@ -182,7 +248,77 @@ def _value_rules(gold: str, pred: str, rel_tol: float) -> str | None:
         return "multi"
     if _interval(gold, pred, rel_tol):
         return "interval"
+    if _probe_compare(gn, pn, rel_tol):
+        return "identity"
     return None
+
+
+# Points at which two expressions in the same variables are compared: irrational, away from 0 and 1, and one
+# negative, so that sqrt(x^2) is not taken for x (an expression undefined there is left to math-verify).
+_PROBES = (
+    {"v": 0.7390851, "w": 1.4142136},
+    {"v": 2.7182818, "w": 0.5772157},
+    {"v": -1.6180340, "w": -0.4142136},
+)
+
+
+def _letters(answer: str) -> frozenset[str] | None:
+    """Variables of an answer, item by item (``x=2, y=3`` has none: each item's value is its right side)."""
+    letters: set[str] = set()
+    for item in split_top_level(answer):
+        norm = normalize(item)
+        if norm is None:
+            return None
+        letters |= free_letters(norm.text)
+    return frozenset(letters)
+
+
+def _surely_different(gold: str, pred: str, rel_tol: float) -> bool:
+    """True when the in-house rules can tell that math-verify would not find the answers equal.
+
+    Used after the rules failed to match, to skip the subprocess round trip for wrong answers (most
+    answers early in training) and to keep math-verify's leniency from matching ``3m`` with ``3`` or
+    ``\\frac12 ab`` with ``\\frac12`` (it drops what it cannot parse):
+
+    - different variables (letters outside commands and units) on the two sides;
+    - both sides plain numbers, value lists or intervals, which the rules above compare completely;
+    - the same variables, and the two expressions differ at a probe point.
+    """
+    gold, pred = _ungroup(gold), _ungroup(pred)
+    gn, pn = normalize(gold), normalize(pred)
+    if gn is None or pn is None:
+        return False
+    g_letters, p_letters = _letters(gold), _letters(pred)
+    if g_letters is None or p_letters is None:
+        return False
+    if g_letters != p_letters:
+        return True
+    gi, pi = _intervals(gold), _intervals(pred)
+    if gi and pi:
+        return True  # the interval rule compared them completely
+    if gi or pi:  # an interval against one plain number; "(2,3)" against "2, 3" may be a point
+        values = _values(pred if gi else gold)
+        return values is not None and len(values) == 1
+    if not g_letters:
+        return _values(gold) is not None and _values(pred) is not None
+    return _probe_compare(gn, pn, rel_tol) is False
+
+
+def _probe_compare(gn: Normalized, pn: Normalized, rel_tol: float) -> bool | None:
+    """Two expressions in the same one or two variables: equal at every probe point (True), different at one
+    (False), or not evaluable here (None). Distinct rational/radical expressions agreeing at two irrational
+    points is a coincidence of probability zero (Schwartz-Zippel)."""
+    names = sorted(free_letters(gn.text))
+    if not names or len(names) > 2 or free_letters(pn.text) != set(names):
+        return None
+    for probe in _PROBES:
+        bound = dict(zip(names, probe.values(), strict=False))
+        g, p = evaluate(gn.text, bound), evaluate(pn.text, bound)
+        if g is None or p is None:
+            return None
+        if not math.isclose(g, p, rel_tol=max(rel_tol, 1e-6), abs_tol=1e-9):
+            return False
+    return True
 
 
 def _resolve_choices(gold: str, pred: str, choices: Sequence[str] | None) -> tuple[str, str, bool]:
@@ -225,16 +361,25 @@ def explain_match(
     try:
         pred = extract_final_answer(prediction)
         gold = extract_final_answer(solution, reference=True)
-        if not pred or not gold or len(gold) > MAX_LEN * 4:
+        # no real final answer is this long; longer ones are refused before any rule scans them
+        if not pred or not gold or len(gold) > MAX_LEN * 4 or len(pred) > MAX_LEN * 4:
             return None
-        gold_letter, pred_letter = choice_letter(gold), choice_letter(pred)
+        (gold_letter, gold_value), (pred_letter, pred_value) = split_choice(gold), split_choice(pred)
         if gold_letter is not None and pred_letter is not None:
             return "choice" if gold_letter == pred_letter else None  # nothing may overrule two letters
+        # "(A) 12" against "12": the labelled side's value is compared
+        labelled = gold_value is not None or pred_value is not None
+        gold, pred = gold_value or gold, pred_value or pred
         gold, pred, mapped = _resolve_choices(gold, pred, choices)
         rule = _value_rules(gold, pred, rel_tol)
-        if rule is None and use_math_verify and _math_verify(gold, pred, timeout, isolate):
+        if (
+            rule is None
+            and use_math_verify
+            and not _surely_different(gold, pred, rel_tol)
+            and _math_verify(gold, pred, timeout, isolate)
+        ):
             rule = "math_verify"
-        return "choice" if rule is not None and mapped else rule
+        return "choice" if rule is not None and (mapped or labelled) else rule
     except Exception:  # noqa: BLE001 - model text must never crash a reward
         logger.debug("answers_match failed", exc_info=True)
         return None

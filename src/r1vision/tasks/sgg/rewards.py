@@ -34,6 +34,7 @@ from r1vision.tasks.common import column as _column
 from r1vision.tasks.common import completion_text
 from r1vision.tasks.common import named as _named
 from r1vision.tasks.common import unit as _unit
+from r1vision.tasks.group_filter import select_groups_by_std  # noqa: F401 - re-exported
 from r1vision.tasks.sgg.boxes import BoxFrame, box_frame
 from r1vision.tasks.sgg.labels import LabelSimilarity, Similarity, normalize_object, normalize_predicate
 from r1vision.tasks.sgg.matching import gt_graph, match_objects
@@ -310,18 +311,6 @@ def with_warmup(func: RewardFunc, warmup_steps: int) -> RewardFunc:
         return [factor * v for v in func(prompts, completions, **kwargs)]
 
     return _named(reward, func.__name__)
-
-
-def select_groups_by_std(rewards: Sequence[float], group_size: int, keep: int | float) -> list[int]:
-    """Indices of the completions in the ``keep`` groups (count, or fraction if < 1) of highest reward std."""
-    arr = np.asarray(rewards, dtype=np.float64)
-    if group_size <= 0 or len(arr) % group_size:
-        raise ValueError(f"{len(arr)} rewards do not split into groups of {group_size}")
-    stds = arr.reshape(-1, group_size).std(axis=1)
-    n_groups = len(stds)
-    n_keep = int(math.ceil(keep * n_groups)) if isinstance(keep, float) and keep < 1 else int(keep)
-    order = np.argsort(-stds, kind="stable")[: max(0, min(n_keep, n_groups))]
-    return [int(g * group_size + k) for g in sorted(order.tolist()) for k in range(group_size)]
 
 
 DEFAULT_WEIGHTS = {"format": 1.0, "node": 1.0, "box": 1.0, "edge": 1.0, "edge_hard": 0.0}
