@@ -122,13 +122,20 @@ def acceptance(tmp_path_factory):
 
     work = tmp_path_factory.mktemp("acceptance")
     data = {}
-    for task, opts in (("color", {}), ("sgg", {"preset": "demo"}), ("geometry", {}), ("svg", {})):
+    # Training rows: as few as one generation round of each recipe draws (1 prompt; geometry's MAYE recipe
+    # draws 128 prompts of one response each per round), so every step is as small as the recipe allows.
+    for task, n, opts in (
+        ("color", 1, {}),
+        ("sgg", 1, {"preset": "demo"}),
+        ("geometry", 128, {}),
+        ("svg", 1, {}),
+    ):
         data[task] = work / "data" / task
-        get_task(task).synth(data[task], 1, seed=0, split="train", **opts)  # one prompt per GRPO step
+        get_task(task).synth(data[task], n, seed=0, split="train", **opts)
         get_task(task).synth(data[task], 2, seed=1, split="test", **opts)
     # R1VISION_ACCEPTANCE=name,name runs only those chains (while working on one recipe).
     names = [n for n in CHAINS if n in os.environ.get("R1VISION_ACCEPTANCE", n).split(",")]
-    halves = [names[0::2], names[1::2]]
+    halves = [h for h in (names[0::2], names[1::2]) if h]
     env = dict(os.environ, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     procs = []
@@ -142,7 +149,7 @@ def acceptance(tmp_path_factory):
         proc.wait(timeout=1200)
         log.close()
     results: dict[str, list[dict]] = {}
-    for k in range(2):
+    for k in range(len(halves)):
         path = work / f"res{k}.json"
         tail = (work / f"worker{k}.log").read_text()[-4000:]
         assert path.exists(), f"worker {k} wrote no results:\n{tail}"

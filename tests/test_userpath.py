@@ -224,7 +224,9 @@ def test_training_into_a_used_output_dir_refuses(tiny_model, color_dir, tmp_path
     out.mkdir()
     metrics = "step,epoch,loss\n" + "".join(f"{i},0.1,0.5\n" for i in range(1, 11))
     (out / "metrics.csv").write_text(metrics)
-    trainer = VisionGRPOTrainer(tiny_model("qwen2_vl"), varied_reward, args=grpo_args(out), train_dataset=rows)
+    trainer = VisionGRPOTrainer(
+        tiny_model("qwen2_vl"), varied_reward, args=grpo_args(out), train_dataset=rows
+    )
     with pytest.raises(OutputDirInUseError, match="metrics.csv with 10 row.*--overwrite_output_dir"):
         trainer.train()
     assert (out / "metrics.csv").read_text() == metrics
@@ -398,3 +400,15 @@ def test_vllm_serve_takes_an_adapter_folder(tmp_path, monkeypatch):
     run = str(tmp_path / "run")
     assert main(["vllm-serve", "--model", run, "--", "r1vision", "grpo", "--model", run]) == 0
     assert seen == [["--model", str(tmp_path / "run" / "merged"), "--", "r1vision", "grpo", "--model", run]]
+
+
+def test_grpo_with_fewer_rows_than_a_generation_round_is_refused():
+    """A dataset smaller than one generation round made TRL train 0 steps and exit 0 (found by the
+    acceptance run of the MAYE geometry recipe: 128 prompts per round)."""
+    from r1vision.trainer.validation import DatasetValidationError, check_generation_batch
+
+    args = grpo_args("unused", per_device_train_batch_size=2, num_generations=1, steps_per_generation=64,
+                     advantage_estimator="reinforce_pp")  # fmt: skip
+    with pytest.raises(DatasetValidationError, match="has 1 row.*128 distinct prompts.*0 steps"):
+        check_generation_batch(1, args)
+    check_generation_batch(128, args)

@@ -112,10 +112,12 @@ def _datasets(script: ScriptArguments, config: Any):
 def run_grpo(script: ScriptArguments, config: Any) -> str:
     """Train with ``VisionGRPOTrainer`` on the task's rewards; returns the output directory."""
     from r1vision.trainer.grpo import VisionGRPOTrainer
+    from r1vision.trainer.validation import check_generation_batch
     from r1vision.versions import check_generation_stack
 
     check_generation_stack(use_vllm=bool(getattr(config, "use_vllm", False)))
     task, train, evald, opts = _datasets(script, config)
+    check_generation_batch(len(train), config)  # else TRL trains 0 steps and exits 0
     # Rewards that judge truncation need the stop tokens and the length limit (e.g. geometry's no_eos).
     from transformers import AutoTokenizer
 

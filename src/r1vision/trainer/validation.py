@@ -153,3 +153,21 @@ def check_sequence_lengths(
                 f"pass --max_length {needed} or more (or leave it unset: no truncation), or lower --max_pixels"
             )
     return longest
+
+
+def check_generation_batch(n_rows: int, args: Any) -> None:
+    """GRPO draws ``generation_batch_size / num_generations`` distinct prompts per generation round; with
+    fewer training rows TRL's sampler yields no batch and the run "finishes" after 0 steps, exit code 0."""
+    batch = getattr(args, "generation_batch_size", None)
+    groups = max(1, int(getattr(args, "num_generations", 1) or 1))
+    if not batch:
+        return
+    prompts = int(batch) // groups
+    if n_rows < prompts:
+        raise DatasetValidationError(
+            f"the training split has {n_rows} row(s), fewer than the {prompts} distinct prompts one GRPO "
+            f"generation round draws (generation_batch_size {batch} = per_device_train_batch_size "
+            f"{args.per_device_train_batch_size} x processes x steps_per_generation {args.steps_per_generation}, "
+            f"over num_generations {groups}); TRL would train 0 steps. Use at least {prompts} rows, or lower "
+            "per_device_train_batch_size / steps_per_generation."
+        )
