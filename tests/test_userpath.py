@@ -271,7 +271,9 @@ def test_sft_length_checked_against_image_tokens(tiny_model):
     row["completion"] = [{"role": "assistant", "content": [{"type": "text", "text": "red"}]}]
     budget = PixelBudget.for_family("qwen2_vl")  # the default budget: 35 x 35 = 1,225 tokens for this photo
     assert check_sequence_lengths([row], processor, budget, None) > 1225
-    with pytest.raises(DatasetValidationError, match=r"row 0 id='r7': needs \d+ tokens \(1225 image tokens"):
+    with pytest.raises(
+        DatasetValidationError, match=r"row 0 id='r7': its prompt needs \d+ tokens \(1225 image tokens"
+    ):
         check_sequence_lengths([row], processor, budget, 1024)
 
 

@@ -124,33 +124,41 @@ def check_sequence_lengths(
     image_root: str | None = None,
     limit: int | None = None,
 ) -> int:
-    """SFT: every row's prompt + image tokens + target must fit ``max_length``; return the longest seen.
+    """SFT: every row's prompt with its image tokens must fit ``max_length``; return the longest full row.
 
-    TRL truncates SFT sequences to ``max_length`` and fails in step 1 when that would cut image tokens;
-    here the row, its image size and the length it needs are named before training.
+    TRL truncates SFT sequences to ``max_length`` from the end. Cutting the target is a choice the user
+    makes; cutting image tokens fails in step 1 (``max_length (1024) is too short``). Here the row, its
+    image size and the length its prompt needs are named before training.
     """
     if dataset is None or not hasattr(dataset, "__len__"):
         return 0
     n = len(dataset) if limit is None else min(limit, len(dataset))
     token = getattr(processor, "image_token", "<|image_pad|>")
+
+    def length(messages: list, n_image: int, **kwargs: Any) -> int:
+        text = processor.apply_chat_template(messages, tokenize=False, **kwargs)
+        ids = processor.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return len(ids) - text.count(token) + n_image
+
     longest = 0
     for i in range(n):
         row = dataset[i]
-        messages = list(row.get("prompt") or []) + list(row.get("completion") or [])
-        if not messages or not isinstance(messages[0], dict):
+        prompt = list(row.get("prompt") or [])
+        if not prompt or not isinstance(prompt[0], dict):
             continue
-        text = processor.apply_chat_template(messages, tokenize=False)
-        n_text = len(processor.tokenizer(text, add_special_tokens=False)["input_ids"])
         sizes = [load_image(v, image_root).size for v in images_of_row(row)]
         n_image = sum(budget.num_tokens(w, h) for w, h in sizes)
-        needed = n_text - text.count(token) + n_image
-        longest = max(longest, needed)
-        if max_length is not None and needed > max_length:
+        longest = max(longest, length(prompt + list(row.get("completion") or []), n_image))
+        if max_length is None:
+            continue
+        needed = length(prompt, n_image, add_generation_prompt=True)
+        if needed > max_length:
             shown = ", ".join(f"{w}x{h}" for w, h in sizes) or "none"
             raise DatasetValidationError(
-                f"{row_label(row, i)}: needs {needed} tokens ({n_image} image tokens for image(s) {shown} at "
-                f"max_pixels={budget.max_pixels}, {needed - n_image} text tokens) but max_length is {max_length}; "
-                f"pass --max_length {needed} or more (or leave it unset: no truncation), or lower --max_pixels"
+                f"{row_label(row, i)}: its prompt needs {needed} tokens ({n_image} image tokens for image(s) "
+                f"{shown} at max_pixels={budget.max_pixels}, {needed - n_image} text tokens) but max_length is "
+                f"{max_length}, so truncation would cut image tokens; pass --max_length {needed} or more "
+                "(or leave it unset: no truncation), or lower --max_pixels"
             )
     return longest
 
