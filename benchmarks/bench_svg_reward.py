@@ -1,112 +1,218 @@
-"""Throughput of the SVG rewards (completions/s: render + all reward terms) on diagram-like figures.
+"""SVG reward: throughput against an in-process render + RGB-SSIM baseline, pool scaling, reward vs damage,
+and the cost of hostile 1 MB completions. Everything is measured in this run, on the same completions.
 
-Compares the sandboxed pool (1 and 2 workers, warm; start-up reported separately) with an unsandboxed
-baseline that renders with CairoSVG inside this process, measured in the same run on the same completions.
-Completions are the synthetic figures with small perturbations (shifts, recolouring, a dropped element).
+Workload: GRPO-shaped batches of synthetic diagrams (600-1400 px, ``benchmarks/svg_degrade.py``), ``--group``
+completions per figure (identical, labels wrong, jittered, boxes dropped, ... copies).
 
-    PYTHONPATH=src python benchmarks/bench_svg_reward.py [--n 64] [--size 256]
+- baseline: CairoSVG in this process + scikit-image ``structural_similarity`` on the RGB images
+  (``channel_axis=2``), per completion, at the same canvas. The unsandboxed, single-metric reference.
+- r1vision: ``SVGScorer.score_batch`` over a pool of N sandboxed workers; every completion is rendered *and
+  scored* (valid/pixel/ssim/edge) in a worker. Rates are completions per second of wall time and per CPU
+  second (trainer process + workers, from /proc), so "per core" does not depend on the machine's load.
+
+    PYTHONPATH=src python benchmarks/bench_svg_reward.py [--figures 8] [--group 8] [--size 512]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
-from r1vision.tasks.svg.synth import figure_svg
-from r1vision.tasks.svg.render import RenderPool
-from r1vision.tasks.svg.rewards import RewardConfig, SVGScorer, canvas_size, compare
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from svg_degrade import KINDS, degrade, figure  # noqa: E402
+
+from r1vision.tasks.svg.render import RenderPool  # noqa: E402
+from r1vision.tasks.svg.rewards import DEFAULT_WEIGHTS, RewardConfig, SVGScorer, canvas_size  # noqa: E402
+from r1vision.tasks.svg.score import compare  # noqa: E402
+
+GROUP_KINDS = ("identical", "labels wrong", "jitter +-8", "75% boxes dropped")
 
 
-def make_cases(n: int, seed: int = 0) -> list[tuple[str, str, int, int]]:
-    """(ground-truth svg, completion, width, height) with the completion a perturbed copy."""
+def make_batch(figures: int, group: int, seed: int = 0) -> tuple[list[tuple[str, int, int]], list[list[str]]]:
+    """``figures`` ground truths (a quarter on a coloured canvas) and ``group`` completions for each."""
     rng = random.Random(seed)
-    cases = []
-    for _ in range(n):
-        svg, w, h = figure_svg(rng)
-        kind = rng.choice(("same", "shift", "recolour", "drop"))
-        if kind == "shift":
-            pred = svg.replace(
-                "<defs>", f'<g transform="translate({rng.randint(2, 12)},{rng.randint(2, 8)})"><defs>'
-            )
-            pred = pred.replace("</svg>", "</g></svg>")
-        elif kind == "recolour":
-            pred = svg.replace("#333333", "#AA3333")
-        elif kind == "drop":
-            lines = svg.split("\n")
-            pred = "\n".join(lines[:-3] + lines[-1:])
-        else:
-            pred = svg
-        cases.append((svg, f"```svg\n{pred}\n```", w, h))
-    return cases
+    gts = [figure(rng, background="#F3F0E6" if k % 4 == 3 else None) for k in range(figures)]
+    groups = [
+        [f"```svg\n{degrade(svg, GROUP_KINDS[j % len(GROUP_KINDS)], random.Random(seed + 97 * k + j))}\n```"
+         for j in range(group)]
+        for k, (svg, _, _) in enumerate(gts)
+    ]  # fmt: skip
+    return gts, groups
 
 
-def baseline(cases, gts, size: int) -> float:
-    """In-process CairoSVG render + the same comparison; completions/s."""
+def _cpu_of(pids: list[int]) -> float:
+    """User + system CPU seconds of processes (Linux /proc), 0 for ones that are gone."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
+
+def baseline(gt_images: list[np.ndarray], groups: list[list[str]]) -> tuple[float, float]:
+    """(completions/s wall, completions per CPU second): in-process CairoSVG + RGB SSIM."""
     from cairosvg.parser import Tree
     from cairosvg.surface import PNGSurface
+    from skimage.metrics import structural_similarity
 
     from r1vision.tasks.svg.extract import extract_svg
 
-    start = time.perf_counter()
-    for (_, completion, _, _), gt in zip(cases, gts, strict=True):
-        svg = extract_svg(completion)
+    n = 0
+    wall, cpu = time.perf_counter(), time.process_time()
+    for gt, completions in zip(gt_images, groups, strict=True):
         h, w = gt.shape[:2]
-        surface = PNGSurface(
-            Tree(bytestring=svg.encode()), None, 96, output_width=w, output_height=h, background_color="white"
-        )
-        data = np.frombuffer(surface.cairo.get_data(), np.uint8).reshape(h, surface.cairo.get_stride())
-        rgb = data[:, : w * 4].reshape(h, w, 4)[..., 2::-1]
-        compare(gt, np.ascontiguousarray(rgb))
-    return len(cases) / (time.perf_counter() - start)
+        for completion in completions:
+            tree = Tree(bytestring=extract_svg(completion).encode())
+            surface = PNGSurface(tree, None, 96, output_width=w, output_height=h, background_color="white")
+            data = np.frombuffer(surface.cairo.get_data(), np.uint8).reshape(h, surface.cairo.get_stride())
+            rgb = np.ascontiguousarray(data[:, : w * 4].reshape(h, w, 4)[..., 2::-1])
+            structural_similarity(gt, rgb, channel_axis=2, data_range=255)
+            n += 1
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    return n / wall, n / cpu
 
 
-def sandboxed(cases, gts, size: int, workers: int) -> tuple[float, float]:
-    """(completions/s with a warm pool of ``workers``, pool start-up seconds)."""
+def sandboxed(gt_images, groups, size: int, workers: int) -> tuple[float, float, float, float]:
+    """(completions/s wall, completions per CPU s (trainer + workers), trainer CPU ms per completion,
+    pool start-up s) with a warm pool of ``workers``."""
     start = time.perf_counter()
     pool = RenderPool(workers=workers).start()
-    pool.render('<svg xmlns="http://www.w3.org/2000/svg" width="4" height="4"/>', 4, 4)  # wait until warm
-    if workers > 1:
-        pool.render_many(['<svg xmlns="http://www.w3.org/2000/svg" width="4" height="4"/>'] * workers, 4, 4)
+    pool.render_many(['<svg xmlns="http://www.w3.org/2000/svg" width="4" height="4"/>'] * workers, 4, 4)
     startup = time.perf_counter() - start
     try:
         scorer = SVGScorer(RewardConfig(size=size), pool)
-        start = time.perf_counter()
-        scorer.score_batch([c[1] for c in cases], gts, [c[0] for c in cases])
-        rate = len(cases) / (time.perf_counter() - start)
+        completions = [c for group in groups for c in group]
+        images = [gt for gt, group in zip(gt_images, groups, strict=True) for _ in group]
+        pids = [w.proc.pid for w in pool._workers]
+        worker_cpu, own_cpu, wall = _cpu_of(pids), time.process_time(), time.perf_counter()
+        scorer.score_batch(completions, images)
+        wall, own_cpu = time.perf_counter() - wall, time.process_time() - own_cpu
+        worker_cpu = _cpu_of(pids) - worker_cpu
     finally:
         pool.close()
-    return rate, startup
+    n = len(completions)
+    return n / wall, n / (own_cpu + worker_cpu), 1e3 * own_cpu / n, startup
+
+
+def damage_table(sizes: list[int], figures: int) -> list[dict]:
+    """Mean svg_visual (default weights) and terms per degradation and canvas size."""
+    rng = random.Random(1)
+    figs = [figure(rng, background="#F3F0E6" if k % 4 == 3 else None) for k in range(figures)]
+    total_w = sum(DEFAULT_WEIGHTS.values())
+    rows = []
+    with RenderPool(workers=1) as pool:
+        for size in sizes:
+            for kind in KINDS:
+                values = []
+                for k, (svg, w, h) in enumerate(figs):
+                    cw, ch = canvas_size(w, h, size)
+                    gt, pred = pool.render_many([svg, degrade(svg, kind, random.Random(k))], cw, ch)
+                    t = compare(gt.image, pred.image, RewardConfig(size=size)) | {"valid": 1.0, "length": 0.0}
+                    t["visual"] = sum(wt * t[term] for term, wt in DEFAULT_WEIGHTS.items()) / total_w
+                    values.append(t)
+                row = {"size": size, "kind": kind}
+                row |= {
+                    key: float(np.mean([v[key] for v in values]))
+                    for key in ("visual", "pixel", "ssim", "edge")
+                }
+                row["ssim_standard"] = float(np.mean([v["ssim_standard"] for v in values]))
+                rows.append(row)
+    return rows
+
+
+def hostile_cost(repeats: int = 1) -> tuple[float, float, int]:
+    """(trainer CPU ms, wall ms) per reward call on 1 MB hostile completions, and how many there are."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from r1vision.tasks.svg.rewards import make_rewards
+    from test_svg_linear import HOSTILE
+
+    with RenderPool(workers=1) as pool:
+        (spec,) = make_rewards(combined=True, scorer=SVGScorer(RewardConfig(size=64), pool))
+        gt = '<svg xmlns="http://www.w3.org/2000/svg" width="64" height="64"><rect width="30" height="30"/></svg>'
+        spec.func(None, [gt], svg_gt=[gt])
+        texts = list(HOSTILE.values())
+        cpu, wall = time.process_time(), time.perf_counter()
+        for _ in range(repeats):
+            spec.func(None, texts, svg_gt=[gt] * len(texts))
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    n = repeats * len(texts)
+    return 1e3 * cpu / n, 1e3 * wall / n, len(texts)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--n", type=int, default=64)
-    parser.add_argument("--size", type=int, default=256)
+    parser.add_argument("--figures", type=int, default=8)
+    parser.add_argument("--group", type=int, default=8)
+    parser.add_argument("--size", type=int, default=RewardConfig().size)
+    parser.add_argument("--workers", default="1,2", help="pool sizes to time")
+    parser.add_argument(
+        "--table-sizes", default="256,512", help="canvas sizes of the damage table ('' = none)"
+    )
+    parser.add_argument("--table-figures", type=int, default=12)
+    parser.add_argument("--n", type=int, default=0, help="total completions (sets --figures = n / group)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON too")
     args = parser.parse_args()
-    cases = make_cases(args.n)
-    gt_pool = RenderPool(workers=1)
-    sizes = [canvas_size(w, h, args.size) for _, _, w, h in cases]
-    gts = [
-        r.image
-        for r in gt_pool.render_many([c[0] for c in cases], [s[0] for s in sizes], [s[1] for s in sizes])
-    ]
-    gt_pool.close()
-    base = baseline(cases, gts, args.size)
-    rows = [("in-process CairoSVG (unsandboxed)", base, 0.0)]
-    for workers in (1, 2):
-        rate, startup = sandboxed(cases, gts, args.size, workers)
-        rows.append((f"sandbox pool, {workers} worker(s)", rate, startup))
-    print(f"{args.n} diagram completions, comparison canvas {args.size}px (render + valid/pixel/ssim/edge)")
-    print(f"{'mode':<36} {'completions/s':>14} {'vs baseline':>12} {'start-up s':>11}")
-    for name, rate, startup in rows:
-        print(f"{name:<36} {rate:>14.1f} {rate / base:>11.2f}x {startup:>11.2f}")
+    if args.n:
+        args.figures = max(1, args.n // args.group)
+    load = os.getloadavg()[0]
+    gts, groups = make_batch(args.figures, args.group)
+    sizes = [canvas_size(w, h, args.size) for _, w, h in gts]
+    with RenderPool(workers=1) as gt_pool:
+        gt_images = [r.image for r in gt_pool.render_many([g[0] for g in gts], *zip(*sizes, strict=True))]
+    n = sum(len(g) for g in groups)
+    base_wall, base_cpu = baseline(gt_images, groups)
+    rows = [("in-process CairoSVG + RGB SSIM (baseline)", base_wall, base_cpu, 1e3 / base_cpu, 0.0)]
+    for workers in [int(w) for w in args.workers.split(",") if w]:
+        rows.append((f"r1vision, pool of {workers}", *sandboxed(gt_images, groups, args.size, workers)))
+    print(
+        f"{n} completions ({args.figures} figures x {args.group}), canvas {args.size}px, {os.cpu_count()} CPUs, "
+        f"load {load:.1f} at start"
+    )
+    print(
+        f"{'mode':<42} {'compl/s':>8} {'ratio':>7} {'per CPU-s':>10} {'ratio':>7} {'trainer ms':>11} {'start-up s':>11}"
+    )
+    for name, wall, cpu, own_ms, startup in rows:
+        print(
+            f"{name:<42} {wall:>8.1f} {wall / base_wall:>6.2f}x {cpu:>10.1f} {cpu / base_cpu:>6.2f}x "
+            f"{own_ms:>11.2f} {startup:>11.2f}"
+        )
+    one = next((r for r in rows if r[0].endswith("pool of 1")), None)
+    for name, wall, cpu, *_ in rows:
+        if one and "pool of" in name and name != one[0]:
+            k = int(name.rsplit(" ", 1)[1])
+            print(
+                f"scaling {name}: wall {wall / one[1]:.2f}x of 1 worker (target >= {0.85 * k:.2f} on {k} idle "
+                f"cores); CPU per completion {one[2] / cpu:.2f}x of 1 worker's (the work parallelism adds)"
+            )
+    table = damage_table([int(s) for s in args.table_sizes.split(",") if s], args.table_figures)
+    if table:
+        print(f"\nreward vs damage ({args.table_figures} figures, mean; svg_visual = default weights)")
+        print(
+            f"{'canvas':>6}  {'damage':<20} {'svg_visual':>10} {'pixel':>6} {'ssim':>6} {'edge':>6} {'std SSIM':>9}"
+        )
+        for r in table:
+            print(
+                f"{r['size']:>6}  {r['kind']:<20} {r['visual']:>10.3f} {r['pixel']:>6.3f} {r['ssim']:>6.3f} "
+                f"{r['edge']:>6.3f} {r['ssim_standard']:>9.3f}"
+            )
+    cpu_ms, wall_ms, count = hostile_cost()
+    print(
+        f"\nhostile 1 MB completions ({count}): {cpu_ms:.1f} ms trainer CPU, {wall_ms:.1f} ms wall per reward"
+    )
     if args.json:
-        print(json.dumps([{"mode": n, "completions_per_s": r, "startup_s": s} for n, r, s in rows]))
+        print(json.dumps({"throughput": rows, "damage": table, "hostile_ms": [cpu_ms, wall_ms]}))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 ``render(svg, width, height)`` is the public rendering entry point (never raises); the task class lives in
 :mod:`r1vision.tasks.svg.task`. Heavy submodules (rewards, judge, data) import on first attribute access, and
-render workers load only ``extract``, ``sanitize`` and ``render``.
+render workers load only ``worker``, ``extract``, ``sanitize`` and ``score``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from .sanitize import Sanitized, SanitizeLimits, sanitize
 
 _LAZY = {
     "SVGTask": "task",
-    "contact_sheet": "evaluate",
+    "evaluate_svg": "evaluate",
+    "draw_contact_sheet": "evaluate",
     "SVGScorer": "rewards",
     "make_rewards": "rewards",
     "JudgeConfig": "judge",

@@ -1,8 +1,22 @@
-"""Evaluation of the ``svg`` task: render rate, SSIM, pixel and edge scores per item, and a contact sheet."""
+"""Evaluation of image -> SVG predictions: standard metrics under their own names, and a contact sheet.
+
+Per item and aggregated:
+
+- ``ssim_standard``: the SSIM VFig's evaluation reports (:func:`.score.standard_ssim`: scikit-image,
+  per-channel RGB, default window and constants), at the ground truth's own resolution (longest side capped
+  at 2048) with the prediction rendered at that size. White space counts, so even an empty page scores well
+  on a sparse figure; compare it across systems, not against the reward.
+- ``mse``: mean squared RGB error in [0, 1] at the same resolution, rendered items only.
+- ``ssim_reward``, ``pixel``, ``edge``: the reward terms (:mod:`.score`; ink-based, an empty page ~0) on the
+  reward's comparison canvas (``RewardConfig.size``). ``reward``: the default-weighted ``svg_visual`` value
+  (:data:`.rewards.DEFAULT_WEIGHTS`), used to rank items for the contact sheet.
+
+Failed renders score 0 in the means (``mse`` excepted); the ``*_rendered`` means cover rendered items only.
+Both passes render and score in the sandbox workers.
+"""
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -11,51 +25,100 @@ import numpy as np
 
 from ..base import EvalResult
 from .render import default_pool
-from .rewards import RewardConfig, SVGScorer, _gt_columns
+from .rewards import DEFAULT_WEIGHTS, RewardConfig, SVGScorer, _gt_columns, _hash, _to_rgb, canvas_size
+
+METRICS = ("ssim_standard", "ssim_reward", "pixel", "edge")
 
 
-def evaluate_svg(rows: Sequence[dict[str, Any]], completions: Sequence[str], **kwargs: Any) -> EvalResult:
-    """Render rate, SSIM, pixel MSE, edge F1 and pixel similarity per item and aggregated.
-
-    Failed renders score 0 in ``ssim``/``edge``/``pixel`` means; ``mse`` and the ``*_rendered`` means
-    cover rendered items only. ``contact_sheet=PATH`` also draws a contact sheet of ``sheet_n`` items.
-    """
+def evaluate(
+    rows: Sequence[dict[str, Any]],
+    completions: Sequence[Any],
+    config: RewardConfig | None = None,
+    contact_sheet: str | Path | None = None,
+    sheet_n: int = 16,
+) -> EvalResult:
+    """Metrics of ``completions`` against the rows' ground truths (see the module docstring)."""
     if len(rows) != len(completions):
         raise ValueError(f"{len(rows)} rows but {len(completions)} completions")
-    config = kwargs.get("config")
     scorer = SVGScorer(config if isinstance(config, RewardConfig) else None)
     columns = {k: [r.get(k) for r in rows] for k in ("gt_image", "images", "svg_gt")}
     images, svgs = _gt_columns({k: v for k, v in columns.items() if any(x is not None for x in v)}, len(rows))
     scores = scorer.score_batch(list(completions), images, svgs)
+    native = _native_metrics(scorer, completions, images, svgs, [s["reason"] is None for s in scores])
+    total_w = sum(DEFAULT_WEIGHTS.values())
     records = []
     for i, (row, s) in enumerate(zip(rows, scores, strict=True)):
-        rec = {
-            "index": i,
-            "id": row.get("id", i),
-            "rendered": s["reason"] is None,
-            "reason": s["reason"],
-            "ssim": s["ssim"],
-            "pixel": s["pixel"],
-            "edge": s["edge"],
-            "mse": s["mse"] if s["reason"] is None else None,
-            "length": s["length"],
-        }
-        records.append(rec)
+        ok = s["reason"] is None and i in native
+        records.append(
+            {
+                "index": i,
+                "id": row.get("id", i),
+                "rendered": ok,
+                "reason": s["reason"] or (None if ok else "native_render_failed"),
+                "ssim_standard": native[i]["ssim_standard"] if ok else 0.0,
+                "ssim_reward": s["ssim"],
+                "pixel": s["pixel"],
+                "edge": s["edge"],
+                "mse": native[i]["mse"] if ok else None,
+                "length": s["length"],
+                "reward": sum(w * s[t] for t, w in DEFAULT_WEIGHTS.items()) / total_w,
+            }
+        )
+    metrics = summarise(records)
+    if contact_sheet:
+        draw_contact_sheet(records, metrics, contact_sheet, images, completions, n=sheet_n)
+    return EvalResult(metrics=metrics, records=records)
+
+
+def _native_metrics(scorer: SVGScorer, completions, images, svgs, rendered: list[bool]) -> dict[int, dict]:
+    """``{index: {"mse", "ssim_standard", ...}}`` at each ground truth's own resolution, for the items that
+    rendered on the reward canvas."""
+    todo, targets = [], []
+    for i, ok in enumerate(rendered):
+        gt = (
+            scorer.native_ground_truth(images[i], svgs[i] if isinstance(svgs[i], str) else None)
+            if ok
+            else None
+        )
+        if gt is not None:
+            todo.append(i)
+            targets.append(gt)
+    results = scorer.pool.render_many(
+        [completions[i] for i in todo],
+        [t.shape[1] for t in targets],
+        [t.shape[0] for t in targets],
+        timeout_s=scorer.config.timeout_s,
+        gts=[(f"native:{_hash(t.tobytes())}:{t.shape}", t) for t in targets],
+        score=scorer.config.compare_fields(),
+        extras=True,
+    )
+    return {i: r.scores for i, r in zip(todo, results, strict=True) if r.ok and r.scores is not None}
+
+
+def evaluate_svg(rows: Sequence[dict[str, Any]], completions: Sequence[Any], **kwargs: Any) -> EvalResult:
+    """:func:`evaluate` with the task's keyword options (``config``, ``contact_sheet``, ``sheet_n``)."""
+    config = kwargs.get("config")
+    return evaluate(
+        rows,
+        completions,
+        config=config if isinstance(config, RewardConfig) else None,
+        contact_sheet=kwargs.get("contact_sheet"),
+        sheet_n=int(kwargs.get("sheet_n", 16)),
+    )
+
+
+def summarise(records: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Aggregate metrics of :func:`evaluate` records."""
     n = max(len(records), 1)
     ok = [r for r in records if r["rendered"]]
     metrics = {"n": float(len(records)), "render_rate": len(ok) / n}
-    for key in ("ssim", "pixel", "edge"):
+    for key in (*METRICS, "reward"):
         metrics[key] = sum(r[key] for r in records) / n if records else 0.0
         metrics[f"{key}_rendered"] = sum(r[key] for r in ok) / len(ok) if ok else 0.0
     metrics["mse"] = sum(r["mse"] for r in ok) / len(ok) if ok else 1.0
     for reason in sorted({r["reason"] for r in records if r["reason"]}):
         metrics[f"fail_{reason}"] = sum(r["reason"] == reason for r in records) / n
-    out = kwargs.get("contact_sheet")
-    if out:
-        contact_sheet(
-            records, out, gt_images=images, completions=completions, n=int(kwargs.get("sheet_n", 16))
-        )
-    return EvalResult(metrics=metrics, records=records)
+    return metrics
 
 
 def _thumb(image: np.ndarray | None, cell: int):
@@ -71,25 +134,28 @@ def _thumb(image: np.ndarray | None, cell: int):
     return canvas
 
 
-def contact_sheet(
+def worst(records: Sequence[dict[str, Any]], n: int) -> list[int]:
+    """Indices (into ``records``) of the ``n`` lowest-reward items, failures first, ties by position."""
+    order = sorted(range(len(records)), key=lambda k: (records[k]["rendered"], records[k]["reward"], k))
+    return order[: max(0, n)]
+
+
+def draw_contact_sheet(
     records: Sequence[dict[str, Any]],
+    metrics: dict[str, float],
     out_png: str | Path,
     gt_images: Sequence[Any],
     completions: Sequence[Any],
     n: int = 16,
     cell: int = 256,
-    seed: int = 0,
 ) -> Path:
-    """Draw ground truth | prediction pairs for a sample of ``n`` items (seeded), scores under each pair.
+    """Ground truth | prediction pairs of the ``n`` worst items (by reward), under a summary band.
 
-    ``records`` are :meth:`SVGTask.evaluate` records (``index``, ``ssim``, ``edge``, ``pixel``, ``reason``);
-    predictions are re-rendered in the sandbox at ``cell`` size.
+    Predictions are re-rendered in the sandbox at ``cell`` size.
     """
     from PIL import Image, ImageDraw
 
-    from .rewards import _to_rgb, canvas_size
-
-    picks = sorted(random.Random(seed).sample(range(len(records)), min(n, len(records))))
+    picks = worst(records, n)
     gts = []
     for k in picks:
         loaded = _to_rgb(gt_images[records[k]["index"]]) if gt_images else None
@@ -98,20 +164,33 @@ def contact_sheet(
     preds = default_pool().render_many(
         [completions[records[k]["index"]] for k in picks], [s[0] for s in sizes], [s[1] for s in sizes]
     )
-    text_h, cols = 34, 2
+    head, text_h, cols = 40, 34, 2
     rows_n = (len(picks) + cols - 1) // cols
-    sheet = Image.new("RGB", (cols * (2 * cell + 12), max(rows_n, 1) * (cell + text_h + 8)), "white")
+    width = cols * (2 * cell + 12)
+    sheet = Image.new("RGB", (width, head + max(rows_n, 1) * (cell + text_h + 8)), "white")
     draw = ImageDraw.Draw(sheet)
+    draw.text(
+        (4, 4),
+        f"{len(picks)} worst of {int(metrics['n'])} by reward | render rate {metrics['render_rate']:.3f} | "
+        f"SSIM (standard) {metrics['ssim_standard']:.3f} | reward {metrics['reward']:.3f}",
+        fill=(0, 0, 0),
+    )
+    draw.text(
+        (4, 20),
+        f"ssim_reward {metrics['ssim_reward']:.3f}  pixel {metrics['pixel']:.3f}  edge {metrics['edge']:.3f}"
+        f"  mse {metrics['mse']:.4f}",
+        fill=(0, 0, 0),
+    )
     for slot, (k, gt, pred) in enumerate(zip(picks, gts, preds, strict=True)):
         r = records[k]
-        x0, y0 = (slot % cols) * (2 * cell + 12), (slot // cols) * (cell + text_h + 8)
+        x0, y0 = (slot % cols) * (2 * cell + 12), head + (slot // cols) * (cell + text_h + 8)
         sheet.paste(_thumb(gt, cell), (x0, y0))
         sheet.paste(_thumb(pred.image, cell), (x0 + cell + 4, y0))
         draw.text((x0 + 2, y0 + cell + 2), f"#{r.get('id', r['index'])} ground truth", fill=(0, 0, 0))
         if r.get("reason"):
             label = f"FAILED: {r['reason']}"
         else:
-            label = f"ssim {r['ssim']:.3f}  edge {r['edge']:.3f}  pixel {r['pixel']:.3f}"
+            label = f"reward {r['reward']:.3f}  SSIM {r['ssim_standard']:.3f}  edge {r['edge']:.3f}"
         draw.text((x0 + cell + 6, y0 + cell + 2), label, fill=(150, 0, 0) if r.get("reason") else (0, 0, 0))
         if r.get("judge") is not None:
             draw.text((x0 + cell + 6, y0 + cell + 16), f"judge {r['judge']:.3f}", fill=(0, 0, 0))

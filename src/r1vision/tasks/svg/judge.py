@@ -1,10 +1,13 @@
 """Optional VLM judge reward with VFig's rubric: presence, layout, connectivity, details (0-1 each, 0.25 weights).
 
-Backends: any OpenAI-compatible ``/chat/completions`` endpoint (stdlib ``urllib``, no SDK), or Gemini through
+Backends: any OpenAI-compatible ``/chat/completions`` endpoint (stdlib ``http.client``, no SDK), or Gemini through
 ``google-genai`` when that package is importable. Requests run concurrently in a thread pool, retry with
 exponential back-off (honouring ``Retry-After``) on 429, 5xx and connection errors, and are cached by the
-hashes of the two images. Any failure (HTTP, timeout, malformed JSON) scores ``failure_reward`` (0) and is
-counted by reason. Only rendered images are sent; a completion that does not render never reaches the API.
+hashes of the two images. ``timeout_s`` is an overall deadline per pair (retries and back-off included, a
+slow-dripping server cut off), response bodies are capped at ``max_response_bytes``. Any failure (HTTP,
+deadline, oversized or malformed reply) scores ``failure_reward`` (0) and is counted by reason. Only
+rendered images are sent, both at the ground truth's own resolution; a completion that does not render
+never reaches the API.
 """
 
 from __future__ import annotations
@@ -17,8 +20,6 @@ import os
 import re
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -53,7 +54,8 @@ class JudgeConfig:
     malformed_retries: int = 1
     backoff_s: float = 1.0
     max_backoff_s: float = 30.0
-    timeout_s: float = 60.0
+    timeout_s: float = 60.0  # overall deadline per image pair, retries and back-off included
+    max_response_bytes: int = 4 << 20  # a longer response body is refused (counted as malformed)
     max_tokens: int = 256
     cache_size: int = 20_000
     failure_reward: float = 0.0
@@ -89,14 +91,46 @@ def gemini_available() -> bool:
     return True
 
 
+MAX_REPLY_CHARS = 32_768  # the answer is a short JSON object; only the reply's tail is searched
+_MAX_PARSE_ATTEMPTS = 256
+
+
 def parse_reply(text: str) -> dict[str, float]:
-    """The four criteria from a judge reply (a JSON object, fences and prose tolerated); ValueError if not."""
-    match = re.search(r"\{.*?\}", text or "", re.DOTALL)
-    if not match:
-        raise ValueError("no JSON object in the reply")
-    data = json.loads(match.group(0))
-    if not isinstance(data, dict):
-        raise ValueError("reply JSON is not an object")
+    """The four criteria from a judge reply; ValueError if there is no valid answer.
+
+    The answer is the *last* complete JSON object carrying the four keys, taken after the last ``</think>``
+    (a reply with an unclosed ``<think>`` has no answer yet, so drafts are never scored). Braces inside
+    strings (a ``reasoning`` field) and fences or prose around the object are tolerated. The search is
+    bounded: the last ``MAX_REPLY_CHARS`` characters and at most ``_MAX_PARSE_ATTEMPTS`` candidate starts.
+    """
+    text = text if isinstance(text, str) else ""
+    close = text.rfind("</think>")
+    if close >= 0:
+        text = text[close + len("</think>") :]
+    elif "<think>" in text:
+        raise ValueError("the reply ends inside <think>: no final answer")
+    text = text[-MAX_REPLY_CHARS:]
+    decoder = json.JSONDecoder()
+    end = len(text)
+    attempts = 0
+    # Right to left: the rightmost complete object with the keys wins; an inner object (or a brace in a
+    # string) that fails or lacks the keys only moves the search left.
+    while attempts < _MAX_PARSE_ATTEMPTS:
+        start = text.rfind("{", 0, end)
+        if start < 0:
+            break
+        attempts += 1
+        end = start
+        try:
+            data, _ = decoder.raw_decode(text, start)
+        except ValueError:
+            continue
+        if isinstance(data, dict) and all(key in data for key in RUBRIC_WEIGHTS):
+            return _criteria(data)
+    raise ValueError("no JSON object with the four criteria in the reply")
+
+
+def _criteria(data: dict) -> dict[str, float]:
     parts = {}
     for key in RUBRIC_WEIGHTS:
         value = data.get(key)
@@ -136,7 +170,7 @@ class VLMJudge:
         self._client = None
 
     # -- transport
-    def _ask_openai(self, target_png: bytes, pred_png: bytes) -> str:
+    def _ask_openai(self, target_png: bytes, pred_png: bytes, deadline: float) -> str:
         cfg = self.config
         key = cfg.api_key or os.environ.get("R1VISION_JUDGE_API_KEY") or os.environ.get("OPENAI_API_KEY")
 
@@ -164,18 +198,19 @@ class VLMJudge:
         headers = {"Content-Type": "application/json"}
         if key:
             headers["Authorization"] = f"Bearer {key}"
-        request = urllib.request.Request(
-            cfg.base_url.rstrip("/") + "/chat/completions", data=json.dumps(body).encode(), headers=headers
+        status, raw, retry_after = _post(
+            cfg.base_url.rstrip("/") + "/chat/completions",
+            json.dumps(body).encode(),
+            headers,
+            deadline,
+            cfg.max_response_bytes,
         )
+        if status == 429 or status >= 500:
+            raise _Retryable(f"http_{status}", retry_after)
+        if status != 200:
+            raise RuntimeError(f"http_{status}")
         try:
-            with urllib.request.urlopen(request, timeout=cfg.timeout_s) as response:
-                payload = json.loads(response.read().decode("utf-8", "replace"))
-        except urllib.error.HTTPError as err:
-            if err.code == 429 or err.code >= 500:
-                raise _Retryable(f"http_{err.code}", _retry_after(err.headers.get("Retry-After"))) from err
-            raise RuntimeError(f"http_{err.code}") from err
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as err:
-            raise _Retryable("connection") from err
+            payload = json.loads(raw.decode("utf-8", "replace"))
         except json.JSONDecodeError as err:
             raise ValueError("response body is not JSON") from err
         try:
@@ -186,7 +221,7 @@ class VLMJudge:
             content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
         return str(content)
 
-    def _ask_gemini(self, target_png: bytes, pred_png: bytes) -> str:
+    def _ask_gemini(self, target_png: bytes, pred_png: bytes, deadline: float) -> str:
         from google import genai
         from google.genai import types
 
@@ -200,6 +235,10 @@ class VLMJudge:
                     types.Part.from_bytes(data=target_png, mime_type="image/png"),
                     types.Part.from_bytes(data=pred_png, mime_type="image/png"),
                 ],
+                # the SDK's own per-request timeout (ms): the remaining share of the pair's deadline
+                config=types.GenerateContentConfig(
+                    http_options=types.HttpOptions(timeout=max(1, int((deadline - time.monotonic()) * 1000)))
+                ),
             )
         except Exception as err:
             message = str(err)
@@ -229,18 +268,24 @@ class VLMJudge:
     def _score_uncached(self, target_png: bytes, pred_png: bytes) -> JudgeScore:
         cfg = self.config
         ask = self._ask_gemini if cfg.backend == "gemini" else self._ask_openai
+        deadline = time.monotonic() + cfg.timeout_s  # for the whole pair: retries and back-off included
         retries = malformed = 0
         while True:
             with self._lock:
                 self.requests += 1
+            if time.monotonic() >= deadline:
+                return JudgeScore(cfg.failure_reward, None, "judge_deadline")
             try:
-                parts = parse_reply(ask(target_png, pred_png))
+                parts = parse_reply(ask(target_png, pred_png, deadline))
                 total = sum(RUBRIC_WEIGHTS[k] * v for k, v in parts.items())
                 return JudgeScore(float(np.clip(total, 0.0, 1.0)), parts)
             except _Retryable as err:
                 if retries >= cfg.max_retries:
                     return JudgeScore(cfg.failure_reward, None, f"judge_{err.reason}")
                 delay = err.retry_after if err.retry_after is not None else cfg.backoff_s * 2**retries
+                remaining = deadline - time.monotonic()
+                if min(delay, cfg.max_backoff_s) >= remaining:
+                    return JudgeScore(cfg.failure_reward, None, f"judge_{err.reason}")
                 time.sleep(min(delay, cfg.max_backoff_s))
                 retries += 1
             except (ValueError, json.JSONDecodeError):
@@ -259,6 +304,70 @@ class VLMJudge:
         with ThreadPoolExecutor(max_workers=max(1, min(self.config.max_workers, len(unique)))) as pool:
             scores = dict(zip(unique, pool.map(lambda p: self.score(*p), unique.values()), strict=True))
         return [scores[k] for k in keys]
+
+
+def _post(
+    url: str, body: bytes, headers: dict[str, str], deadline: float, max_bytes: int
+) -> tuple[int, bytes, float | None]:
+    """POST with an overall deadline and a response-size cap: ``(status, body, Retry-After)``.
+
+    Socket timeouts alone bound each ``recv``, not the response: a server dripping one byte a second
+    would hold the request forever. A timer shuts the socket down at the deadline, which unblocks any
+    read, and the body is read in chunks up to ``max_bytes``.
+    """
+    import http.client
+    import socket
+    import urllib.parse
+
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise RuntimeError(f"unsupported judge URL {url[:80]!r}")
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise _Retryable("deadline")
+    cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    conn = cls(parts.hostname, parts.port, timeout=remaining)
+    expired = threading.Event()
+    sockets: list[socket.socket] = []  # the response keeps reading the socket after conn drops it
+
+    def abort() -> None:
+        expired.set()
+        for sock in sockets or ([conn.sock] if conn.sock is not None else []):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    timer = threading.Timer(remaining, abort)
+    timer.daemon = True
+    timer.start()
+    try:
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        conn.connect()
+        sockets.append(conn.sock)
+        if expired.is_set():
+            raise _Retryable("deadline")
+        conn.request("POST", path, body=body, headers=headers)
+        response = conn.getresponse()
+        length = response.getheader("Content-Length")
+        if length and length.isdigit() and int(length) > max_bytes:
+            raise RuntimeError("response_too_large")
+        data = bytearray()
+        while True:
+            chunk = response.read(min(1 << 16, max_bytes + 1 - len(data)) or 1)
+            if not chunk:
+                break
+            data += chunk
+            if len(data) > max_bytes:
+                raise RuntimeError("response_too_large")  # not retried: the server means it
+        if expired.is_set():
+            raise _Retryable("deadline")
+        return response.status, bytes(data), _retry_after(response.getheader("Retry-After"))
+    except (OSError, http.client.HTTPException) as err:
+        raise _Retryable("deadline" if expired.is_set() else "connection") from err
+    finally:
+        timer.cancel()
+        conn.close()
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -284,15 +393,23 @@ def make_judge_reward(config: JudgeConfig, scorer: Any = None, judge: VLMJudge |
         try:
             images, svgs = _gt_columns(kwargs, len(completions))
             records = scorer.score_batch(completions, images, svgs)
-            jobs, slots = [], []
-            for i, (completion, record) in enumerate(zip(completions, records, strict=True)):
-                if record["reason"] is not None:
+            slots, targets = [], []
+            for i, record in enumerate(records):
+                if record["reason"] is not None:  # only renderable completions reach the API
                     continue
-                gt, _ = scorer.ground_truth(images[i], svgs[i] if isinstance(svgs[i], str) else None)
-                pred = scorer.rendered(completion, images[i], svgs[i] if isinstance(svgs[i], str) else None)
-                if gt is not None and pred is not None:
-                    jobs.append((gt, pred))
+                gt = scorer.native_ground_truth(images[i], svgs[i] if isinstance(svgs[i], str) else None)
+                if gt is not None:
                     slots.append(i)
+                    targets.append(gt)
+            # The judge sees both figures at the ground truth's own resolution, not the reward canvas.
+            preds = scorer.pool.render_many(
+                [completions[i] for i in slots],
+                [t.shape[1] for t in targets],
+                [t.shape[0] for t in targets],
+                timeout_s=scorer.config.timeout_s,
+            )
+            jobs = [(t, p.image) for t, p in zip(targets, preds, strict=True) if p.ok]
+            slots = [i for i, p in zip(slots, preds, strict=True) if p.ok]
             scores = judge.score_many(jobs)
             out = [fail] * len(completions)
             failures: Counter[str] = Counter()

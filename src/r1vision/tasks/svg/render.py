@@ -12,10 +12,14 @@ Isolation, in layers:
 5. Replies are length-framed JSON + raw pixels, never pickle: a compromised worker cannot run code in the
    trainer by what it sends back.
 
+Given ground truths (``render_many(..., gts=..., score=...)``), the workers also *score* each rendering
+(:mod:`.score`) and send back only the numbers, so the reward math runs in parallel outside the trainer.
+
 Workers are started with ``subprocess`` (fork+exec, so safe next to torch threads) rather than
 ``multiprocessing``'s spawn/forkserver: those re-import the caller's ``__main__`` in every worker, and a
 training script that imports ``r1vision`` (hence transformers) would cost seconds and hundreds of MB per
-worker. The worker loads only ``worker.py``, ``sanitize.py`` and ``extract.py`` (see :mod:`.worker`), as a private package.
+worker. The worker loads only ``worker.py``, ``sanitize.py``, ``extract.py`` and ``score.py`` (see
+:mod:`.worker`), as a private package.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections import Counter, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +46,9 @@ from .worker import (
     _FRAME,
     _MAX_HEADER,
     BAD_SIZE,
+    GT_CACHE,
     MEMORY,
+    NEED_GT,
     POOL_ERROR,
     RENDER_ERROR,
     TIMEOUT,
@@ -53,16 +59,18 @@ from .worker import (
 
 @dataclass(frozen=True)
 class RenderResult:
-    """An RGB ``uint8`` image of shape ``(height, width, 3)`` on white, or ``None`` and a failure ``reason``."""
+    """An RGB ``uint8`` image of shape ``(height, width, 3)`` on white and/or the worker's ``scores`` against
+    a ground truth, or neither and a failure ``reason``."""
 
     image: np.ndarray | None
     reason: str | None = None
     detail: str = ""
     seconds: float = 0.0
+    scores: dict[str, float] | None = None
 
     @property
     def ok(self) -> bool:
-        return self.image is not None
+        return self.reason is None and (self.image is not None or self.scores is not None)
 
 
 _SANDBOX_PACKAGE = "_r1vision_svg_sandbox"
@@ -98,6 +106,16 @@ class _Worker:
         self.deadline = 0.0
         self.renders = 0
         self.recycle = False  # the worker asked to be replaced (after a memory error)
+        self.gts: OrderedDict[str, None] = OrderedDict()  # mirror of the worker's ground-truth LRU
+
+    def gt_pixels(self, key: str, image: np.ndarray, force: bool) -> bytes:
+        """The ground truth's pixels when the worker lacks them (as far as the mirror knows), else b""."""
+        known = key in self.gts and not force
+        self.gts[key] = None
+        self.gts.move_to_end(key)
+        while len(self.gts) > GT_CACHE:
+            self.gts.popitem(last=False)
+        return b"" if known else np.ascontiguousarray(image, np.uint8).tobytes()
 
     def send(self, header: dict[str, Any], body: bytes) -> bool:
         try:
@@ -240,8 +258,17 @@ class RenderPool:
         width: int | Sequence[int],
         height: int | Sequence[int],
         timeout_s: float | None = None,
+        gts: Sequence[tuple[str, np.ndarray] | None] | None = None,
+        score: dict[str, float] | None = None,
+        extras: bool = False,
+        image: bool = False,
     ) -> list[RenderResult]:
-        """Render a batch over the pool; ``width``/``height`` are one size for all or one per item."""
+        """Render a batch over the pool; ``width``/``height`` are one size for all or one per item.
+
+        With ``gts`` (per item ``(key, RGB uint8 image of that item's size)``) and ``score`` (the fields of
+        :meth:`.score.RewardConfig.compare_fields`), the workers score each rendering and results carry
+        ``scores`` (plus ``mse``/``ssim_standard`` when ``extras``) and an image only when ``image``.
+        """
         n = len(svgs)
         results: list[RenderResult | None] = [None] * n
         try:  # never raise into the trainer, whatever the input
@@ -251,14 +278,19 @@ class RenderPool:
             texts: dict[int, str] = {}
             for i, item in enumerate(svgs):
                 w = widths[i] if i < len(widths) else 0
-                results[i] = self._precheck(item, w, heights[i] if i < len(heights) else 0)
+                results[i], svg = self._precheck(item, w, heights[i] if i < len(heights) else 0)
+                gt = gts[i] if results[i] is None and gts is not None and i < len(gts) else None
+                if gt is not None and getattr(gt[1], "shape", None) != (int(heights[i]), int(w), 3):
+                    results[i] = RenderResult(None, BAD_SIZE, "ground truth does not match the canvas")
                 if results[i] is None:
                     queue.append(i)
-                    texts[i] = find_svg(completion_text(item))[0] or ""
+                    texts[i] = svg
             if queue:
                 with self._lock:
                     self._check_pid()
-                    self._run(queue, texts, widths, heights, results, timeout_s or self.timeout_s)
+                    job = _Job(texts, widths, heights, list(gts) if gts is not None else [None] * n, score)
+                    job.extras, job.image = extras, image
+                    self._run(queue, job, results, timeout_s or self.timeout_s)
         except Exception as exc:
             for i in range(n):
                 if results[i] is None:
@@ -267,27 +299,28 @@ class RenderPool:
             self.counts.update("ok" if r.ok else str(r.reason) for r in results)
         return results  # type: ignore[return-value]
 
-    def _precheck(self, item: Any, width: int, height: int) -> RenderResult | None:
-        """Failures decided without a worker (no SVG, oversized text, invalid output size)."""
+    def _precheck(self, item: Any, width: int, height: int) -> tuple[RenderResult | None, str]:
+        """``(failure, "")`` when decided without a worker (no SVG, oversized text, invalid output size),
+        else ``(None, svg)``. Linear in the text, which is capped first."""
         try:
             w, h = int(width), int(height)
         except (TypeError, ValueError):
-            return RenderResult(None, BAD_SIZE, f"{width}x{height}")
+            return RenderResult(None, BAD_SIZE, f"{width}x{height}"), ""
         if not (0 < w <= self.max_side and 0 < h <= self.max_side):
-            return RenderResult(None, BAD_SIZE, f"{w}x{h} outside 1..{self.max_side}")
+            return RenderResult(None, BAD_SIZE, f"{w}x{h} outside 1..{self.max_side}"), ""
         text = completion_text(item)
         if len(text) > 4 * self.limits.max_bytes:
-            return RenderResult(None, TOO_LARGE, f"{len(text)} characters")
+            return RenderResult(None, TOO_LARGE, f"{len(text)} characters"), ""
         if declares_entities(text):  # checked on the whole text: extraction would drop the prolog
-            return RenderResult(None, DTD, "DOCTYPE internal subsets and <!ENTITY> are forbidden")
+            return RenderResult(None, DTD, "DOCTYPE internal subsets and <!ENTITY> are forbidden"), ""
         svg, reason = find_svg(text)
         if svg is None:
-            return RenderResult(None, reason)
+            return RenderResult(None, reason), ""
         if len(svg) > self.limits.max_bytes:
-            return RenderResult(None, TOO_LARGE, f"more than {self.limits.max_bytes} bytes")
-        return None
+            return RenderResult(None, TOO_LARGE, f"more than {self.limits.max_bytes} bytes"), ""
+        return None, svg
 
-    def _run(self, queue, texts, widths, heights, results, timeout_s: float) -> None:
+    def _run(self, queue, job: _Job, results, timeout_s: float) -> None:
         start_failures = 0
         while queue or any(w.task for w in self._workers):
             self._fill()
@@ -295,9 +328,10 @@ class RenderPool:
             for worker in self._workers:
                 if worker.ready and worker.task is None and queue:
                     i = queue.popleft()
-                    w, h = int(widths[i]), int(heights[i])
+                    w, h = int(job.widths[i]), int(job.heights[i])
                     worker.task, worker.deadline = (i, w, h), now + timeout_s
-                    if not worker.send({"id": i, "w": w, "h": h}, texts[i].encode("utf-8", "replace")):
+                    header, body = job.request(i, w, h, worker)
+                    if not worker.send(header, body):
                         results[i] = RenderResult(None, WORKER_CRASH, "worker pipe closed")
                         worker.task = None
                         self._drop(worker, kill=True)
@@ -314,6 +348,11 @@ class RenderPool:
                         if header.get("ready"):
                             worker.ready, start_failures = True, 0
                         elif worker.task and header.get("id") == worker.task[0]:
+                            if header.get("reason") == NEED_GT and worker.task[0] not in job.force_gt:
+                                job.force_gt.add(worker.task[0])  # mirror out of step: resend with pixels
+                                queue.appendleft(worker.task[0])
+                                worker.task = None
+                                continue
                             self._accept(worker, header, body, results)
                 except (ValueError, KeyError, TypeError) as exc:  # protocol violation: treat as a crash
                     alive = False
@@ -368,13 +407,37 @@ class RenderPool:
             worker.recycle = True
         seconds = float(header.get("seconds") or 0.0)
         reason = header.get("reason")
-        if reason is None and len(body) == w * h * 3:
+        scores = header.get("scores")
+        if reason is None and isinstance(scores, dict):
+            image = np.frombuffer(body, np.uint8).reshape(h, w, 3).copy() if len(body) == w * h * 3 else None
+            values = {str(k): float(v) for k, v in scores.items() if isinstance(v, (int, float))}
+            results[i] = RenderResult(image, None, "", seconds, values)
+        elif reason is None and len(body) == w * h * 3:
             image = np.frombuffer(body, np.uint8).reshape(h, w, 3).copy()
             results[i] = RenderResult(image, None, "", seconds)
         else:
             results[i] = RenderResult(
                 None, str(reason or RENDER_ERROR), str(header.get("detail") or "")[:300], seconds
             )
+
+
+class _Job:
+    """One batch as the dispatch loop sees it: texts, sizes and (optionally) ground truths to score against."""
+
+    def __init__(self, texts, widths, heights, gts, score) -> None:
+        self.texts, self.widths, self.heights, self.gts, self.score = texts, widths, heights, gts, score
+        self.extras, self.image, self.force_gt = False, False, set()
+
+    def request(self, i: int, w: int, h: int, worker: _Worker) -> tuple[dict[str, Any], bytes]:
+        header: dict[str, Any] = {"id": i, "w": w, "h": h}
+        svg = self.texts[i].encode("utf-8", "replace")
+        gt = self.gts[i] if i < len(self.gts) else None
+        if self.score is None or gt is None:
+            return header, svg
+        key, image = gt  # shapes were checked in render_many
+        pixels = worker.gt_pixels(str(key), image, i in self.force_gt)
+        header |= {"score": self.score, "gt": str(key), "gt_len": len(pixels), "extras": self.extras}
+        return header | {"image": self.image}, pixels + svg
 
 
 # ----------------------------------------------------------------------------------------------- default pool

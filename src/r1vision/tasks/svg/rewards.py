@@ -1,17 +1,18 @@
 """Local visual rewards for image -> SVG: no API, no downloads.
 
 Each completion's SVG is rendered in the sandbox (:mod:`.render`) at the ground truth's aspect ratio, with
-its longest side ``RewardConfig.size``, and compared with the ground-truth figure resized to the same canvas.
-Terms (all in ``[0, 1]``, higher is better):
+its longest side ``RewardConfig.size`` (512 by default: at 256 px a figure with every label wrong still scored
+0.995), and scored *in the render worker* (:mod:`.score`) against the ground-truth figure resized to the same
+canvas; only the numbers come back. Terms (all in ``[0, 1]``, higher is better):
 
 - ``svg_valid``: 1 when the SVG renders, else 0.
-- ``svg_pixel``: ``2<A,B> / (|A|^2 + |B|^2)`` on Gaussian-blurred *ink* images (``ink = 1 - rgb``): 1 for
-  identical figures, 0 for a blank prediction or disjoint ink; the blur gives credit to near misses. Because
-  it is normalised by the total ink, the white background earns nothing.
-- ``svg_ssim``: SSIM (scikit-image, Gaussian window) averaged over the structure region (pixels near local
-  contrast in either image), negative values clipped: 1 identical, near 0 for a blank prediction.
-- ``svg_edge``: F1 of Canny edges matched within ``edge_tolerance`` pixels: 1 identical, 0 blank.
+- ``svg_pixel``: overlap of blurred *ink* (difference from the canvas colour): 0 for any empty page.
+- ``svg_ssim``: SSIM of the ink images over the structure region: near 0 for an empty page.
+- ``svg_edge``: F1 of ink edges matched within ``edge_tolerance`` pixels: 0 for an empty page.
 - ``svg_length``: ``min(L, G) / max(L, G)`` for SVG lengths L (prediction) and G (ground truth); optional.
+
+A degenerate output (empty SVG, one rectangle, a copy of the canvas colour) earns at most ``svg_valid`` plus
+a little overlap, below every real attempt (benchmarks/RESULTS.md, "SVG reward vs damage").
 
 A failed render gives every term ``failure_reward`` (0 by default) and is counted by reason; the counts go to
 TRL's ``log_metric`` as ``svg/fail_<reason>`` fractions of the batch. Scores are computed once per
@@ -30,16 +31,15 @@ import re
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import ndimage
 
 from ..base import RewardSpec
 from ..common import finite as _finite
 from .extract import completion_text, find_svg
-from .render import RenderPool, RenderResult, default_pool
+from .render import RenderPool, default_pool
+from .score import RewardConfig, compare  # noqa: F401  (compare: public API, re-exported)
 
 TERMS = ("valid", "pixel", "ssim", "edge", "length")
 DEFAULT_WEIGHTS = {"valid": 0.1, "pixel": 0.3, "ssim": 0.3, "edge": 0.3, "length": 0.0}
@@ -57,24 +57,6 @@ FAILURE_REASONS = (
     "pool_error",
     "no_ground_truth",
 )
-
-
-@dataclass(frozen=True)
-class RewardConfig:
-    """How completions are compared with the ground truth."""
-
-    size: int = 256  # longest side of the comparison canvas
-    blur_sigma: float = 2.0  # pixels, for svg_pixel
-    ssim_blur: float = 2.0  # pixels; SSIM on lightly blurred images gives near misses some credit
-    structure_threshold: float = 0.1  # local grey-level std that counts as structure (svg_ssim mask)
-    content_margin: int = 0  # pixels the SSIM mask extends around structure
-    edge_sigma: float = 1.0  # Canny smoothing
-    edge_tolerance: int = 2  # pixels an edge may be off and still match
-    failure_reward: float = 0.0
-    timeout_s: float | None = None  # per render; None = the pool's
-    gt_cache_size: int = 512
-    score_cache_size: int = 4096
-    render_cache_size: int = 128  # predictions kept as images (for the judge and contact sheets)
 
 
 def _hash(data: bytes | str) -> str:
@@ -130,62 +112,6 @@ def _resize(rgb: np.ndarray, w: int, h: int) -> np.ndarray:
     return np.asarray(Image.fromarray(rgb).resize((w, h), Image.Resampling.LANCZOS))
 
 
-def compare(gt: np.ndarray, pred: np.ndarray, config: RewardConfig | None = None) -> dict[str, float]:
-    """Visual similarity terms of two RGB uint8 images of the same shape (see the module docstring).
-
-    Also returns ``mse``: the mean squared error of the unblurred RGB values in [0, 1] (lower is better).
-    """
-    from skimage.feature import canny
-    from skimage.metrics import structural_similarity
-
-    cfg = config or RewardConfig()
-    a = gt.astype(np.float32) / 255.0
-    b = pred.astype(np.float32) / 255.0
-    mse = float(np.mean((a - b) ** 2))
-    sigma = (cfg.blur_sigma, cfg.blur_sigma, 0)
-    ink_a, ink_b = ndimage.gaussian_filter(1.0 - a, sigma), ndimage.gaussian_filter(1.0 - b, sigma)
-    denom = float(np.sum(ink_a * ink_a) + np.sum(ink_b * ink_b))
-    pixel = 1.0 if denom < 1e-9 else float(np.clip(2.0 * np.sum(ink_a * ink_b) / denom, 0.0, 1.0))
-
-    ga, gb = a.mean(axis=2), b.mean(axis=2)
-    sa, sb = ndimage.gaussian_filter(ga, cfg.ssim_blur), ndimage.gaussian_filter(gb, cfg.ssim_blur)
-    # SSIM is averaged where either image has local structure: flat regions (background, large fills) would
-    # otherwise reward an empty drawing for matching a light fill.
-    structure = (_local_std(sa) > cfg.structure_threshold) | (_local_std(sb) > cfg.structure_threshold)
-    mask = ndimage.binary_dilation(structure, _disk(cfg.content_margin))
-    if not mask.any():
-        ssim = 1.0
-    elif min(ga.shape) < 7:
-        ssim = float(1.0 - np.abs(sa - sb)[mask].mean())
-    else:
-        _, smap = structural_similarity(sa, sb, data_range=1.0, gaussian_weights=True, sigma=1.5, full=True)
-        ssim = float(np.clip(smap, 0.0, 1.0)[mask].mean())
-
-    ea, eb = canny(ga, sigma=cfg.edge_sigma), canny(gb, sigma=cfg.edge_sigma)
-    na, nb = int(ea.sum()), int(eb.sum())
-    if na == 0 and nb == 0:
-        edge = 1.0
-    elif na == 0 or nb == 0:
-        edge = 0.0
-    else:
-        tol = _disk(cfg.edge_tolerance)
-        precision = float((eb & ndimage.binary_dilation(ea, tol)).sum()) / nb
-        recall = float((ea & ndimage.binary_dilation(eb, tol)).sum()) / na
-        edge = 0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall)
-    return {"pixel": pixel, "ssim": ssim, "edge": float(edge), "mse": mse}
-
-
-def _local_std(gray: np.ndarray, sigma: float = 1.5) -> np.ndarray:
-    mean = ndimage.gaussian_filter(gray, sigma)
-    return np.sqrt(np.maximum(ndimage.gaussian_filter(gray * gray, sigma) - mean * mean, 0.0))
-
-
-def _disk(radius: int) -> np.ndarray:
-    r = max(int(radius), 0)
-    y, x = np.ogrid[-r : r + 1, -r : r + 1]
-    return x * x + y * y <= r * r
-
-
 def length_score(pred_svg: str, gt_svg: str | None) -> float:
     """``min(L, G) / max(L, G)`` of the two SVG lengths in characters; 0 without a ground-truth SVG."""
     if not gt_svg:
@@ -202,7 +128,7 @@ class SVGScorer:
         self._pool = pool
         self._gt: OrderedDict[tuple, np.ndarray | None] = OrderedDict()
         self._scores: OrderedDict[tuple, dict[str, Any]] = OrderedDict()
-        self._renders: OrderedDict[tuple, RenderResult] = OrderedDict()
+        self._recent: OrderedDict[int, tuple[Any, np.ndarray, str]] = OrderedDict()
         self._lock = threading.RLock()
         self.failures: Counter[str] = Counter()
 
@@ -212,6 +138,28 @@ class SVGScorer:
 
     def ground_truth(self, image: Any = None, svg: str | None = None) -> tuple[np.ndarray | None, str]:
         """The ground-truth figure at comparison size and its cache key; ``(None, "")`` if unavailable."""
+        # GRPO repeats the same image object for every completion of a prompt: remember the last few objects
+        # (holding a reference, so an id is never reused while cached) to skip decoding and hashing them.
+        if image is not None and not isinstance(image, str):
+            with self._lock:
+                seen = self._recent.get(id(image))
+            if seen is not None and seen[0] is image:
+                return seen[1], seen[2]
+        result = self._ground_truth(image, svg)
+        if image is not None and not isinstance(image, str) and result[0] is not None:
+            with self._lock:
+                self._recent[id(image)] = (image, *result)
+                while len(self._recent) > 16:
+                    self._recent.popitem(last=False)
+        return result
+
+    def _ground_truth(self, image: Any, svg: str | None) -> tuple[np.ndarray | None, str]:
+        if isinstance(image, str) and os.path.isfile(image):  # a path: the key needs no decoding
+            cache_key = ("img", f"{os.path.abspath(image)}:{os.path.getmtime(image)}", self.config.size)
+            with self._lock:
+                if cache_key in self._gt:
+                    self._gt.move_to_end(cache_key)
+                    return self._gt[cache_key], cache_key[1]
         try:
             loaded = _to_rgb(image)
         except Exception:
@@ -250,87 +198,105 @@ class SVGScorer:
         gt_images: Sequence[Any] | None = None,
         gt_svgs: Sequence[Any] | None = None,
         log_metric: Any = None,
+        extras: bool = False,
     ) -> list[dict[str, Any]]:
-        """Per completion: ``{"valid", "pixel", "ssim", "edge", "length", "mse", "reason", "detail"}``."""
+        """Per completion: ``{"valid", "pixel", "ssim", "edge", "length", "reason", "detail"}``; with
+        ``extras`` also ``mse`` and ``ssim_standard`` (evaluation metrics, see :mod:`.score`)."""
         n = len(completions)
         gt_images = list(gt_images) if gt_images is not None else [None] * n
         gt_svgs = list(gt_svgs) if gt_svgs is not None else [None] * n
         out: list[dict[str, Any] | None] = [None] * n
-        todo: list[tuple[int, str, np.ndarray | None, str, tuple]] = []
+        todo: dict[tuple, list[Any]] = {}  # key -> [indices, text, gt, gt key, gt svg]; duplicates once
         for i, completion in enumerate(completions):
             text = completion_text(completion)
             gt_svg = gt_svgs[i] if i < len(gt_svgs) and isinstance(gt_svgs[i], str) else None
             gt, gt_key = self.ground_truth(gt_images[i] if i < len(gt_images) else None, gt_svg)
-            key = (_hash(text), gt_key, self.config)
+            key = (_hash(text), gt_key, self.config, extras)
             with self._lock:
                 cached = self._scores.get(key)
             if cached is not None:
                 out[i] = cached
+            elif key in todo:
+                todo[key][0].append(i)
             else:
-                todo.append((i, text, gt, gt_svg or "", key))
-        renderable = [t for t in todo if t[2] is not None]
+                todo[key] = [[i], text, gt, gt_key, gt_svg or ""]
+        renderable = [(key, t) for key, t in todo.items() if t[2] is not None]
+        # A worker's prepared ground truth depends on the comparison settings: they are part of its key.
+        fields = self.config.compare_fields()
+        fields_key = _hash(repr(sorted(fields.items())))[:12]
         results = self.pool.render_many(
-            [t[1] for t in renderable],
-            [t[2].shape[1] for t in renderable],
-            [t[2].shape[0] for t in renderable],
+            [t[1] for _, t in renderable],
+            [t[2].shape[1] for _, t in renderable],
+            [t[2].shape[0] for _, t in renderable],
             timeout_s=self.config.timeout_s,
+            gts=[(f"{t[3]}:{t[2].shape}:{fields_key}", t[2]) for _, t in renderable],
+            score=fields,
+            extras=extras,
         )
-        by_index = {t[0]: r for t, r in zip(renderable, results, strict=True)}
+        by_key = {key: r for (key, _), r in zip(renderable, results, strict=True)}
         new_failures: Counter[str] = Counter()
-        for i, text, gt, gt_svg, key in todo:
-            result = by_index.get(i)
+        for key, (indices, text, gt, _, gt_svg) in todo.items():
+            result = by_key.get(key)
             if gt is None:
                 record = self._failed("no_ground_truth")
-            elif not result.ok:
-                record = self._failed(result.reason or "render_error", result.detail)
+            elif result is None or not result.ok or result.scores is None:
+                reason = (result.reason if result is not None else None) or "render_error"
+                record = self._failed(reason, result.detail if result is not None else "")
             else:
-                record = {
-                    "valid": 1.0,
-                    **compare(gt, result.image, self.config),
-                    "reason": None,
-                    "detail": "",
-                }
-                svg = find_svg(text)[0] or ""
-                record["length"] = length_score(svg, gt_svg)
-                self._remember_render(key, result.image)
-            if record["reason"]:
-                new_failures[record["reason"]] += 1
-            out[i] = record
+                record = {"valid": 1.0, **result.scores, "reason": None, "detail": ""}
+                record["length"] = length_score(find_svg(text)[0] or "", gt_svg)
+            new_failures[record["reason"]] += len(indices) if record["reason"] else 0
+            for i in indices:
+                out[i] = record
             with self._lock:
                 self._scores[key] = record
                 while len(self._scores) > self.config.score_cache_size:
                     self._scores.popitem(last=False)
+        new_failures = +new_failures
         with self._lock:
             self.failures.update(new_failures)
         if todo and callable(log_metric):
-            _log_failures(log_metric, new_failures, len(todo))
+            _log_failures(log_metric, new_failures, sum(len(t[0]) for t in todo.values()))
         return out  # type: ignore[return-value]
 
-    def rendered(self, completion: Any, gt_image: Any = None, gt_svg: str | None = None) -> np.ndarray | None:
-        """The prediction image of a completion scored recently (kept for the judge), else ``None``."""
-        _, gt_key = self.ground_truth(gt_image, gt_svg)
-        with self._lock:
-            return self._renders.get((_hash(completion_text(completion)), gt_key, self.config))
-
-    def _remember_render(self, key: tuple, image: np.ndarray) -> None:
-        with self._lock:
-            self._renders[key] = image
-            while len(self._renders) > self.config.render_cache_size:
-                self._renders.popitem(last=False)
+    def native_ground_truth(self, image: Any = None, svg: str | None = None, max_side: int = 2048):
+        """The ground-truth figure at its own resolution (longest side capped at ``max_side``), for the
+        judge; an SVG ground truth renders at its declared size. ``None`` if unavailable."""
+        try:
+            loaded = _to_rgb(image)
+        except Exception:
+            loaded = None
+        if loaded is not None:
+            rgb = loaded[0]
+            if max(rgb.shape[:2]) > max_side:
+                w, h = canvas_size(rgb.shape[1], rgb.shape[0], max_side)
+                rgb = _resize(rgb, w, h)
+            return rgb
+        if svg:
+            w, h = _svg_aspect_size(svg, max_side, native=True)
+            result = self.pool.render(svg, w, h, timeout_s=self.config.timeout_s)
+            return result.image if result.ok else None
+        return None
 
     def _failed(self, reason: str, detail: str = "") -> dict[str, Any]:
         f = float(self.config.failure_reward)
-        return {t: f for t in TERMS} | {"mse": 1.0, "reason": reason, "detail": detail}
+        return {t: f for t in TERMS} | {"mse": 1.0, "ssim_standard": f, "reason": reason, "detail": detail}
 
 
-def _svg_aspect_size(svg: str, size: int) -> tuple[int, int]:
-    """Canvas of the SVG's own aspect ratio (viewBox, else width/height), longest side ``size``."""
+def _svg_aspect_size(svg: str, size: int, native: bool = False) -> tuple[int, int]:
+    """Canvas of the SVG's own aspect ratio (viewBox, else width/height), longest side ``size``; with
+    ``native``, the declared width/height when they fit in ``size``."""
 
     head = (find_svg(svg)[0] or svg)[:2000]
     vb = re.search(
         r"viewBox\s*=\s*['\"]\s*[-\d.eE+]+[\s,]+[-\d.eE+]+[\s,]+([\d.eE+]+)[\s,]+([\d.eE+]+)", head
     )
     try:
+        if native:
+            w = re.search(r"\swidth\s*=\s*['\"]\s*([\d.]+)\s*(?:px)?['\"]", head)
+            h = re.search(r"\sheight\s*=\s*['\"]\s*([\d.]+)\s*(?:px)?['\"]", head)
+            if w and h and 0 < float(w.group(1)) <= size and 0 < float(h.group(1)) <= size:
+                return max(1, round(float(w.group(1)))), max(1, round(float(h.group(1))))
         if vb:
             return canvas_size(float(vb.group(1)), float(vb.group(2)), size)
         w = re.search(r"\swidth\s*=\s*['\"]\s*([\d.]+)", head)

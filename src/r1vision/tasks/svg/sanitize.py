@@ -9,9 +9,12 @@ Policy (reject, never repair): a document is refused with a reason when it
   is dropped because only the ``<svg>`` element is kept;
 - references anything that is not a ``data:`` URI or a same-document ``#fragment``: ``href`` / ``xlink:href``
   / ``src`` attributes, ``url(...)`` in attributes, style attributes and ``<style>`` sheets, CSS ``@import``,
-  ``xml:base``;
-- would expand to more than ``max_expanded`` elements through ``<use>`` (amplification, cycles), or uses more
-  than ``max_use`` ``<use>`` elements;
+  ``xml:base``. The one exception is the ``href`` of an ``<a>`` element: a hyperlink is inert in a rendering
+  (CairoSVG never follows it, and the worker's fetcher refuses every non-``data:`` URL anyway);
+- would draw more than ``max_expanded`` nodes once every ``<use>`` and every ``url(#id)`` reference
+  (markers, patterns, clip paths, masks, filters) is expanded, or has a reference cycle. Content under
+  ``<defs>``/``<symbol>`` counts only where it is referenced, so an ordinary matplotlib scatter (one marker
+  path in ``<defs>``, hundreds of ``<use>``) costs what it draws;
 - declares a canvas (``width``/``height``/``viewBox``) larger than ``max_canvas`` user units per side, or a
   blur ``stdDeviation`` above ``max_blur``.
 
@@ -44,8 +47,7 @@ class SanitizeLimits:
     max_bytes: int = 512 * 1024
     max_elements: int = 20_000
     max_depth: int = 64
-    max_use: int = 500
-    max_expanded: int = 50_000
+    max_expanded: int = 50_000  # nodes drawn after expanding references
     max_canvas: float = 16_384.0
     max_blur: float = 200.0
 
@@ -64,14 +66,14 @@ class Sanitized:
 
 
 # Quoted attribute values are matched as units so `<g a="/>">` is not mistaken for a self-closing tag; the
-# alternatives start with distinct characters, so the scan stays linear.
-_TAG = re.compile(
-    r"<(/?)([A-Za-z_][\w:.-]*)(?:[^<>\"'/]|/(?!>)|\"[^\"<]*\"|'[^'<]*')*(/?)>|<!--.*?-->|<!\[CDATA\[.*?\]\]>",
-    re.DOTALL,
-)
+# alternatives start with distinct characters and none crosses a `<`, so one attempt never reads past the
+# next `<` and the scan in _scan_structure stays linear. Comments and CDATA are skipped by str.find.
+_TAG = re.compile(r"<(/?)([A-Za-z_][\w:.-]*)(?:[^<>\"'/]|/(?!>)|\"[^\"<]*\"|'[^'<]*')*(/?)>")
 _DTD_MARKERS = re.compile(r"<!ENTITY|<!DOCTYPE", re.IGNORECASE)
-_ENTITY_DECL = re.compile(r"<!ENTITY|<!DOCTYPE[^>]*\[", re.IGNORECASE)
-_URL_FUNC = re.compile(r"url\(\s*(['\"]?)(.*?)\1\s*\)", re.IGNORECASE | re.DOTALL)
+_ENTITY = re.compile(r"<!ENTITY", re.IGNORECASE)
+_DOCTYPE = re.compile(r"<!DOCTYPE", re.IGNORECASE)
+_URL_OPEN = re.compile(r"url\(", re.IGNORECASE)
+_URL_REF = re.compile(r"url\(\s*['\"]?#([^'\")\s]+)", re.IGNORECASE)  # one \s* run: no backtracking
 _IMPORT = re.compile(r"@import", re.IGNORECASE)
 _CSS_ESCAPE = re.compile(r"\\[0-9a-fA-F]{1,6}\s?|\\.", re.DOTALL)
 _LENGTH = re.compile(r"^\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)\s*(px|pt|pc|mm|cm|in|em|ex|%)?\s*$")
@@ -96,21 +98,45 @@ def _check_css(text: str) -> str | None:
         return "CSS escape sequences are not allowed"
     if _IMPORT.search(text):
         return "CSS @import is not allowed"
-    for match in _URL_FUNC.finditer(text):
-        if not _safe_reference(match.group(2)):
-            return f"url({match.group(2)[:60]!r}) is not a data: URI or #fragment"
-    if "url(" in text.lower().replace(" ", "") and not _URL_FUNC.search(text):
-        return "unterminated url("
+    close = -1  # next `)`: moves only forward, so many `url(` without `)` cost one scan
+    for match in _URL_OPEN.finditer(text):
+        if close < match.end():
+            close = text.find(")", match.end())
+            if close < 0:
+                return "unterminated url("
+        value = text[match.end() : close]
+        if not _safe_reference(value):
+            return f"url({value[:60]!r}) is not a data: URI or #fragment"
+    if _URL_OPEN.search(re.sub(r"\s+", "", text)) and not _URL_OPEN.search(text):
+        return "url( split by white space"
     return None
+
+
+def _tags(svg: str):
+    """Tag matches in document order, comments and CDATA sections skipped (each scanned once)."""
+    if "<!--" not in svg and "<![CDATA[" not in svg:
+        yield from _TAG.finditer(svg)  # the common case, at the regex engine's speed
+        return
+    pos = svg.find("<")
+    while pos >= 0:
+        for opener, closer in (("<!--", "-->"), ("<![CDATA[", "]]>")):
+            if svg.startswith(opener, pos):
+                end = svg.find(closer, pos + len(opener))
+                pos = -1 if end < 0 else svg.find("<", end + len(closer))
+                break
+        else:
+            match = _TAG.match(svg, pos)
+            if match is None:
+                pos = svg.find("<", pos + 1)
+            else:
+                pos = svg.find("<", match.end())
+                yield match
 
 
 def _scan_structure(svg: str, limits: SanitizeLimits) -> tuple[str, str] | None:
     """Linear scan of tags: element count and nesting depth, without building a tree."""
     depth = count = 0
-    for match in _TAG.finditer(svg):
-        name = match.group(2)
-        if name is None:  # comment or CDATA
-            continue
+    for match in _tags(svg):
         if match.group(1):
             depth -= 1
             continue
@@ -127,6 +153,8 @@ def _scan_structure(svg: str, limits: SanitizeLimits) -> tuple[str, str] | None:
 def _length_px(value: str | None) -> float | None:
     if value is None:
         return None
+    if len(value) > 64:  # no real length is this long, and _LENGTH would backtrack over a long digit run
+        return math.inf
     match = _LENGTH.match(value)
     if not match:
         return None
@@ -157,7 +185,7 @@ def _check_element(el, limits: SanitizeLimits) -> tuple[str, str] | None:
         local = _local(name)
         if name == "{http://www.w3.org/XML/1998/namespace}base" or local == "base":
             return EXTERNAL, "xml:base is not allowed"
-        if local in ("href", "src") and not _safe_reference(value):
+        if local in ("href", "src") and tag != "a" and not _safe_reference(value):
             return EXTERNAL, f"<{tag} {local}={value[:60]!r}> is not a data: URI or #fragment"
         if local == "style" or "url(" in value.lower() or "@import" in value.lower():
             problem = _check_css(value)
@@ -188,17 +216,36 @@ def _max_depth(root) -> int:
     return deepest
 
 
+# Elements whose children are not drawn where they stand: only a reference (use, url(#id)) draws them.
+_NOT_DRAWN = {"defs", "symbol", "marker", "pattern", "clipPath", "mask", "filter", "linearGradient",
+              "radialGradient", "style", "title", "desc", "metadata", "script"}  # fmt: skip
+_XLINK_HREF = "{http://www.w3.org/1999/xlink}href"
+
+
 def _expanded_size(root, limits: SanitizeLimits) -> tuple[str, str] | None:
-    """Elements drawn after every ``<use>`` is expanded (iterative post-order DFS; detects cycles)."""
+    """Nodes drawn once every reference is expanded (iterative post-order DFS, memoised; detects cycles).
+
+    A node costs 1 plus its drawn children plus what it references: the target of a ``<use>`` href and of
+    every ``url(#id)`` in its attributes (marker-end, fill, clip-path, mask, filter, ...). Children of
+    ``<defs>``, ``<marker>``, ``<symbol>``, ... are not counted where they stand, only through references.
+    """
     ids = {el.get("id"): el for el in root.iter() if el.get("id")}
+    limit = limits.max_expanded
 
     def deps(el):
-        out = list(el)
-        if isinstance(el.tag, str) and _local(el.tag) == "use":
-            href = el.get("href") or el.get("{http://www.w3.org/1999/xlink}href") or ""
-            target = ids.get(href.strip()[1:]) if href.strip().startswith("#") else None
-            if target is not None:
-                out.append(target)
+        tag = _local(el.tag) if isinstance(el.tag, str) else ""
+        # A <defs>/<marker>/... child is skipped where it stands; reached through a reference, its own
+        # children count in full.
+        out = [c for c in el if not (isinstance(c.tag, str) and _local(c.tag) in _NOT_DRAWN)]
+        targets = []
+        if tag == "use":
+            href = (el.get("href") or el.get(_XLINK_HREF) or "").strip()
+            if href.startswith("#"):
+                targets.append(href[1:])
+        for value in el.attrib.values():
+            if "url(" in value:
+                targets.extend(m.group(1) for m in _URL_REF.finditer(value))
+        out.extend(ids[t] for t in targets if t in ids)
         return out
 
     size: dict[int, int] = {}
@@ -208,10 +255,11 @@ def _expanded_size(root, limits: SanitizeLimits) -> tuple[str, str] | None:
         el, done = stack.pop()
         key = id(el)
         if done:
-            total = 1 + sum(size[id(d)] for d in deps(el))
+            # capped at limit + 1: sizes of a DAG grow exponentially with depth; big ints cost time too
+            total = min(limit + 1, 1 + sum(size[id(d)] for d in deps(el)))
             on_path.discard(key)
-            if total > limits.max_expanded:
-                return TOO_LARGE, f"<use> expansion exceeds {limits.max_expanded} elements"
+            if total > limit:
+                return TOO_LARGE, f"drawing expands to more than {limit} nodes (<use>/url(#) references)"
             size[key] = total
             continue
         if key in size:
@@ -220,15 +268,27 @@ def _expanded_size(root, limits: SanitizeLimits) -> tuple[str, str] | None:
         stack.append((el, True))
         for d in deps(el):
             if id(d) in on_path:
-                return PARSE_ERROR, "<use> reference cycle"
+                return PARSE_ERROR, "reference cycle (<use>/url(#))"
             if id(d) not in size:
                 stack.append((d, False))
     return None
 
 
 def declares_entities(text: str) -> bool:
-    """True when ``text`` has a DOCTYPE internal subset or an ``<!ENTITY`` declaration anywhere."""
-    return _ENTITY_DECL.search(text) is not None
+    """True when ``text`` has a DOCTYPE internal subset or an ``<!ENTITY`` declaration anywhere (linear)."""
+    if _ENTITY.search(text):
+        return True
+    gt = bracket = -1  # next `>` and next `[`: both only move forward
+    for match in _DOCTYPE.finditer(text):
+        if gt < match.end():
+            gt = text.find(">", match.end())
+            gt = len(text) if gt < 0 else gt
+        if bracket < match.end():
+            bracket = text.find("[", match.end())
+            bracket = len(text) + 1 if bracket < 0 else bracket
+        if bracket < gt:
+            return True
+    return False
 
 
 def sanitize(text: str, limits: SanitizeLimits | None = None) -> Sanitized:
@@ -237,7 +297,7 @@ def sanitize(text: str, limits: SanitizeLimits | None = None) -> Sanitized:
     try:
         if len(text) > 4 * limits.max_bytes:  # cheap bound before any scanning
             return Sanitized(None, TOO_LARGE, f"{len(text)} characters")
-        if _ENTITY_DECL.search(text):
+        if declares_entities(text):
             return Sanitized(None, DTD, "DOCTYPE internal subsets and <!ENTITY> are forbidden")
         svg, reason = find_svg(text)
         if svg is None:
@@ -262,19 +322,13 @@ def sanitize(text: str, limits: SanitizeLimits | None = None) -> Sanitized:
         canvas = _check_canvas(root, limits)
         if canvas:
             return Sanitized(None, TOO_LARGE, canvas)
-        uses = 0
         for el in root.iter():
-            if isinstance(el.tag, str) and _local(el.tag) == "use":
-                uses += 1
             problem = _check_element(el, limits)
             if problem:
                 return Sanitized(None, *problem)
-        if uses > limits.max_use:
-            return Sanitized(None, TOO_LARGE, f"more than {limits.max_use} <use> elements")
-        if uses:
-            problem = _expanded_size(root, limits)
-            if problem:
-                return Sanitized(None, *problem)
+        problem = _expanded_size(root, limits)
+        if problem:
+            return Sanitized(None, *problem)
         return Sanitized(svg)
     except Exception as exc:  # model text must never raise
         return Sanitized(None, PARSE_ERROR, f"{type(exc).__name__}: {str(exc)[:120]}")

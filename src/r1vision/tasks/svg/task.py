@@ -99,5 +99,6 @@ class SVGTask(Task):
     def evaluate(
         self, rows: Sequence[dict[str, Any]], completions: Sequence[str], **kwargs: Any
     ) -> EvalResult:
-        """Render rate, SSIM, pixel MSE, edge F1 and pixel similarity: :func:`~.evaluate.evaluate_svg`."""
+        """Render rate, standard SSIM (``ssim_standard``), the reward terms, MSE and the worst-item contact
+        sheet: :func:`~.evaluate.evaluate_svg`."""
         return evaluate_svg(rows, completions, **kwargs)

@@ -1,8 +1,13 @@
 """The worker side of the SVG sandbox: runs in a fresh interpreter started by :class:`.render.RenderPool`.
 
-Only this module, ``sanitize.py`` and ``extract.py`` are loaded there (as a private package), so a
-worker starts in well under a second and never imports r1vision, transformers or torch. Requests and
+Only this module, ``sanitize.py``, ``extract.py`` and ``score.py`` are loaded there (as a private package),
+so a worker starts in well under a second and never imports r1vision, transformers or torch. Requests and
 replies are length-framed JSON plus raw pixels on stdin/stdout.
+
+A request may ask the worker to *score* the rendering against a ground truth instead of returning pixels:
+the reward terms are then computed here, in parallel across workers, and only numbers travel back. Ground
+truths are cached per worker by key (an LRU of ``GT_CACHE`` entries the parent mirrors, so it sends a
+ground truth's pixels only to a worker that lacks them; a miss is answered ``need_gt`` and resent).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from .sanitize import TOO_LARGE, SanitizeLimits, sanitize
+from .score import evaluation_metrics, prepare, score
 
 TIMEOUT = "timeout"
 MEMORY = "memory"
@@ -25,6 +31,8 @@ WORKER_CRASH = "worker_crash"
 POOL_ERROR = "pool_error"
 BAD_SIZE = "bad_size"
 BLANK = "blank"
+NEED_GT = "need_gt"
+GT_CACHE = 32  # ground truths a worker keeps prepared (~2.5 MB each at 512 px; the parent mirrors the LRU)
 
 _FRAME = struct.Struct(">II")  # header length, body length
 _MAX_HEADER = 1 << 16
@@ -114,17 +122,60 @@ def _render_in_worker(text: str, width: int, height: int, limits: SanitizeLimits
         return {"reason": RENDER_ERROR, "detail": detail}, b""
 
 
+class _GroundTruths:
+    """The worker's LRU of prepared ground truths (same eviction order as the parent's mirror)."""
+
+    def __init__(self) -> None:
+        from collections import OrderedDict
+
+        self.items: OrderedDict[str, tuple[np.ndarray, Any]] = OrderedDict()
+
+    def get(self, request: dict, pixels: bytes, config: dict) -> tuple[np.ndarray, Any] | None:
+        key = str(request["gt"])
+        if pixels:
+            h, w = int(request["h"]), int(request["w"])
+            gt = np.frombuffer(pixels, np.uint8).reshape(h, w, 3)
+            self.items[key] = (gt, prepare(gt, config))
+            while len(self.items) > GT_CACHE:
+                self.items.popitem(last=False)
+        elif key in self.items:
+            self.items.move_to_end(key)
+        return self.items.get(key)
+
+
+def _handle(request: dict, body: bytes, limits: SanitizeLimits, gts: _GroundTruths) -> tuple[dict, bytes]:
+    """Render (and, when asked, score) one request."""
+    w, h = int(request["w"]), int(request["h"])
+    gt_len = int(request.get("gt_len") or 0)
+    config = request.get("score")
+    if config is not None:
+        entry = gts.get(request, body[:gt_len], config)
+        if entry is None:
+            return {"reason": NEED_GT}, b""
+    reply, pixels = _render_in_worker(body[gt_len:].decode("utf-8", "replace"), w, h, limits)
+    if config is None or reply.get("reason"):
+        return reply, pixels
+    pred = np.frombuffer(pixels, np.uint8).reshape(h, w, 3)
+    scores = score(entry[1], pred, config)
+    if request.get("extras"):
+        scores |= evaluation_metrics(entry[0], pred)
+    reply["scores"] = scores
+    return reply, pixels if request.get("image") else b""
+
+
 def _worker_main() -> None:
     """Entry point of a worker process: read framed requests on stdin, write framed replies on stdout."""
     config = json.loads(sys.argv[1])
     limits = SanitizeLimits(**config["limits"])
     import cairosvg.parser  # noqa: F401  (import before the memory limit is measured)
     import cairosvg.surface  # noqa: F401
+    import scipy.ndimage  # noqa: F401
 
     _limit_worker(int(config["memory_mb"]))
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     stdout.write(_frame({"ready": True, "pid": os.getpid()}))
     stdout.flush()
+    gts = _GroundTruths()
     while True:
         head = _read_exact(stdin, _FRAME.size)
         if head is None:
@@ -134,11 +185,11 @@ def _worker_main() -> None:
         body = _read_exact(stdin, body_len) or b""
         start = time.perf_counter()
         try:
-            reply, pixels = _render_in_worker(
-                body.decode("utf-8", "replace"), request["w"], request["h"], limits
-            )
+            reply, pixels = _handle(request, body, limits, gts)
         except MemoryError:
             reply, pixels = {"reason": MEMORY, "detail": "MemoryError", "retire": True}, b""
+        except Exception as exc:  # a malformed request or a scoring error must not kill the worker
+            reply, pixels = {"reason": RENDER_ERROR, "detail": f"{type(exc).__name__}: {str(exc)[:160]}"}, b""
         reply["id"] = request["id"]
         reply["seconds"] = time.perf_counter() - start
         stdout.write(_frame(reply, pixels))

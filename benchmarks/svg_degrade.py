@@ -1,0 +1,73 @@
+"""Degraded copies of synthetic diagrams for the SVG reward tables (benchmarks/bench_svg_reward.py).
+
+Each figure is drawn at twice its synthetic size (600-1400 px, like VFig's paper figures). Degradations, from
+none to most damage: every label replaced by another word, every element moved by up to +-8 user units,
+75 % of the boxes (with their labels) dropped, one rectangle over the content area, a copy of the canvas
+colour, an empty SVG.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+
+from r1vision.tasks.svg.synth import WORDS, figure_svg
+
+KINDS = ("identical", "labels wrong", "jitter +-8", "75% boxes dropped", "one box", "canvas colour", "blank")
+_NODE = re.compile(r"^  <(rect|circle|ellipse) [^\n]*\n  <text [^\n]*$", re.MULTILINE)
+
+
+def figure(rng: random.Random, background: str | None = None) -> tuple[str, int, int]:
+    """A synthetic diagram at 2x size: (svg, width, height); ``background`` recolours the canvas."""
+    svg, w, h = figure_svg(rng)
+    svg = svg.replace(f'width="{w}" height="{h}" viewBox', f'width="{2 * w}" height="{2 * h}" viewBox', 1)
+    if background:
+        svg = svg.replace(
+            f'width="{w}" height="{h}" fill="#FFFFFF"', f'width="{w}" height="{h}" fill="{background}"'
+        )
+    return svg, 2 * w, 2 * h
+
+
+def degrade(svg: str, kind: str, rng: random.Random) -> str:
+    """``svg`` with the damage ``kind`` (one of :data:`KINDS`)."""
+    head = svg.split("\n", 1)[0]
+    vb = [float(v) for v in re.search(r'viewBox="([^"]+)"', head).group(1).split()]
+    canvas = re.search(r'<rect x="0" y="0" [^>]*fill="([^"]+)"', svg).group(1)
+    if kind == "identical":
+        return svg
+    if kind == "blank":
+        return head + "</svg>"
+    if kind == "canvas colour":
+        return head + f'<rect x="0" y="0" width="{vb[2]}" height="{vb[3]}" fill="{canvas}"/></svg>'
+    if kind == "one box":
+        return (
+            head + f'<rect x="0" y="0" width="{vb[2]}" height="{vb[3]}" fill="{canvas}"/>'
+            f'<rect x="{vb[2] * 0.1:.1f}" y="{vb[3] * 0.2:.1f}" width="{vb[2] * 0.8:.1f}" height="{vb[3] * 0.6:.1f}" '
+            'fill="#DCE6F2" stroke="#4C72B0" stroke-width="2"/></svg>'
+        )
+    if kind == "labels wrong":
+        return re.sub(
+            r">([A-Za-z]+)</text>",
+            lambda m: ">" + rng.choice([w for w in WORDS if w != m.group(1)]) + "</text>",
+            svg,
+        )
+    if kind == "jitter +-8":
+        lines = svg.split("\n")
+        for i, line in enumerate(lines):
+            m = re.match(r"^  <(rect|circle|ellipse|text|line|path) ", line)
+            if m and 'x="0" y="0"' not in line:
+                dx, dy = rng.uniform(-8, 8), rng.uniform(-8, 8)
+                lines[i] = line.replace(
+                    f"<{m.group(1)} ", f'<{m.group(1)} transform="translate({dx:.1f},{dy:.1f})" ', 1
+                )
+        return "\n".join(lines)
+    if kind == "75% boxes dropped":
+        nodes = list(_NODE.finditer(svg))
+        drop = set(rng.sample(range(len(nodes)), round(0.75 * len(nodes))))
+        out, last = [], 0
+        for k, m in enumerate(nodes):
+            if k in drop:
+                out.append(svg[last : m.start()])
+                last = m.end()
+        return "".join(out) + svg[last:]
+    raise ValueError(f"unknown degradation {kind!r}")

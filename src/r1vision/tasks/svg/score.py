@@ -1,0 +1,213 @@
+"""Visual similarity of a rendered prediction to its ground-truth figure: the math behind the SVG rewards.
+
+Runs inside the render workers (numpy + scipy only, no r1vision imports), so scoring costs the trainer
+nothing. Everything is computed on *ink*: the per-pixel largest channel difference from the image's own
+canvas colour (the median of its border). A copy of the canvas colour, a blank drawing or a white page on a
+coloured figure therefore has no ink and earns nothing from ``pixel``/``ssim``/``edge``.
+
+Terms (all in ``[0, 1]``, higher is better; a blank ground truth matched by a blank prediction scores 1):
+
+- ``pixel``: ``2<A,B> / (|A|^2 + |B|^2)`` on Gaussian-blurred ink images; the blur gives near misses credit.
+- ``ssim``: SSIM (7x7 uniform window, the standard constants) of the blurred ink images at half resolution
+  (the blur band-limits them; a quarter of the pixels to filter), averaged over the *structure* region (pixels where either image has local contrast), negative values clipped. Flat regions
+  are left out so that matching the background earns nothing.
+- ``edge``: F1 of ink edges (gradient above a threshold) matched within ``edge_tolerance`` pixels.
+
+The ground truth's share of the work (ink, blur, local moments, dilated edges) is computed once per figure
+(:func:`prepare`) and cached by the caller, so a completion costs one blur and one dilation at the
+comparison size and three box filters at half of it. :func:`standard_ssim` is the SSIM VFig's evaluation
+reports (per-channel RGB, scikit-image defaults), for evaluation only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import ndimage
+
+# SSIM constants for data range 1 (Wang et al. 2004, as scikit-image's defaults).
+_C1, _C2 = 0.01**2, 0.03**2
+_WIN = 7
+_DEAD_ZONE = 8  # grey levels
+
+
+@dataclass(frozen=True)
+class RewardConfig:
+    """How completions are compared with the ground truth (sent to the workers as plain fields)."""
+
+    size: int = 512  # longest side of the comparison canvas (benchmarks/RESULTS.md "SVG" for the choice)
+    blur_sigma: float = 2.0  # pixels, Gaussian blur of the ink images (pixel and ssim terms)
+    structure_threshold: float = 0.05  # local ink std that counts as structure (ssim mask)
+    edge_threshold: float = 0.15  # ink step between neighbouring pixels that counts as an edge
+    edge_tolerance: int = 3  # pixels an edge may be off and still match
+    failure_reward: float = 0.0
+    timeout_s: float | None = None  # per render; None = the pool's
+    gt_cache_size: int = 256  # ~0.5 MB each at 512 px
+    score_cache_size: int = 4096
+
+    def compare_fields(self) -> dict[str, float]:
+        """The fields the scoring math needs (what a worker receives)."""
+        return {
+            "blur_sigma": self.blur_sigma,
+            "structure_threshold": self.structure_threshold,
+            "edge_threshold": self.edge_threshold,
+            "edge_tolerance": self.edge_tolerance,
+        }
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """The ground truth's cached share of the comparison."""
+
+    shape: tuple[int, int]
+    background: np.ndarray  # RGB in [0, 1]
+    blurred: np.ndarray  # blurred ink
+    norm: float  # sum(blurred**2)
+    small: np.ndarray  # ``blurred`` at half resolution (it is band-limited by the blur)
+    mean: np.ndarray  # local mean of ``small`` (7x7)
+    var: np.ndarray  # local variance
+    structure: np.ndarray  # bool, local std above the threshold
+    edges: np.ndarray  # bool
+    edges_dilated: np.ndarray  # bool
+    n_edges: int
+    has_ink: bool
+
+
+def _ink(rgb: np.ndarray, background: np.ndarray) -> np.ndarray:
+    # Channel by channel (a reduction over a length-3 last axis is several times slower in numpy).
+    bg = np.rint(np.asarray(background, np.float32) * 255).astype(np.int16)
+    ink = np.abs(rgb[..., 0].astype(np.int16) - bg[0])
+    np.maximum(ink, np.abs(rgb[..., 1].astype(np.int16) - bg[1]), out=ink)
+    np.maximum(ink, np.abs(rgb[..., 2].astype(np.int16) - bg[2]), out=ink)
+    # A dead zone of a few grey levels: anti-aliasing and colour rounding of a canvas fill must not read as
+    # faint ink everywhere (two such pages would "overlap" on the whole canvas).
+    ink -= _DEAD_ZONE
+    np.maximum(ink, 0, out=ink)
+    out = ink.astype(np.float32)
+    out *= np.float32(1 / 255)
+    # The outer pixel row/column is often a rounding strip of the aspect-fit canvas: never ink.
+    out[[0, -1], :] = 0.0
+    out[:, [0, -1]] = 0.0
+    return out
+
+
+def _edges(ink: np.ndarray, threshold: float) -> np.ndarray:
+    """Pixels where the ink steps by more than ``threshold`` to the right or downwards neighbour."""
+    out = np.zeros(ink.shape, bool)
+    out[:, :-1] |= np.abs(np.diff(ink, axis=1)) > threshold
+    out[:-1, :] |= np.abs(np.diff(ink, axis=0)) > threshold
+    return out
+
+
+def _dilate(mask: np.ndarray, radius: int) -> np.ndarray:
+    if radius <= 0:
+        return mask
+    return ndimage.maximum_filter(mask.view(np.uint8), size=2 * radius + 1).view(bool)
+
+
+def _moments(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    mean = ndimage.uniform_filter(x, _WIN)
+    return mean, ndimage.uniform_filter(x * x, _WIN) - mean * mean
+
+
+def background_colour(rgb: np.ndarray) -> np.ndarray:
+    """The canvas colour of a figure: the per-channel median of a one-pixel ring two pixels inside the
+    border (the outermost pixels of a full-canvas fill are anti-aliased against white), in [0, 1]."""
+    h, w = rgb.shape[:2]
+    y0, y1, x0, x1 = min(2, h - 1), max(h - 3, 0), min(2, w - 1), max(w - 3, 0)
+    border = np.concatenate([rgb[y0], rgb[y1], rgb[:, x0], rgb[:, x1]]).astype(np.float32)
+    return np.median(border, axis=0) / 255.0
+
+
+def prepare(gt: np.ndarray, config: dict | RewardConfig | None = None) -> Prepared:
+    """The ground truth's share of :func:`score` (RGB ``uint8`` ``(h, w, 3)``)."""
+    cfg = _fields(config)
+    background = background_colour(gt)
+    ink = _ink(gt, background)
+    blurred = ndimage.gaussian_filter(ink, cfg["blur_sigma"])
+    small = np.ascontiguousarray(blurred[::2, ::2])
+    mean, var = _moments(small)
+    edges = _edges(ink, cfg["edge_threshold"])
+    return Prepared(
+        shape=gt.shape[:2],
+        background=background,
+        blurred=blurred,
+        norm=float(np.vdot(blurred, blurred)),
+        small=small,
+        mean=mean,
+        var=var,
+        structure=var > cfg["structure_threshold"] ** 2,
+        edges=edges,
+        edges_dilated=_dilate(edges, int(cfg["edge_tolerance"])),
+        n_edges=int(edges.sum()),
+        has_ink=bool(ink.max() > 0.1),
+    )
+
+
+def score(gt: Prepared, pred: np.ndarray, config: dict | RewardConfig | None = None) -> dict[str, float]:
+    """``{"pixel", "ssim", "edge"}`` of a prediction (RGB ``uint8`` with the ground truth's shape)."""
+    cfg = _fields(config)
+    if pred.shape[:2] != gt.shape:
+        raise ValueError(f"prediction {pred.shape[:2]} and ground truth {gt.shape} differ in size")
+    # The prediction's ink is measured from its own canvas colour: an empty page of any colour has none.
+    ink = _ink(pred, background_colour(pred))
+    blurred = ndimage.gaussian_filter(ink, cfg["blur_sigma"])
+    norm_b = float(np.vdot(blurred, blurred))
+    denom = gt.norm + norm_b
+    pixel = 1.0 if denom < 1e-6 else float(np.clip(2.0 * np.vdot(gt.blurred, blurred) / denom, 0.0, 1.0))
+
+    small = np.ascontiguousarray(blurred[::2, ::2])
+    mean_b, var_b = _moments(small)
+    mask = gt.structure | (var_b > cfg["structure_threshold"] ** 2)
+    if not mask.any():  # neither image has structure: equal only if both are empty
+        has_ink = bool(ink.max() > 0.1)
+        ssim = 1.0 if has_ink == gt.has_ink and abs(gt.norm - norm_b) <= 0.05 * max(gt.norm, 1.0) else 0.0
+    else:
+        cov = ndimage.uniform_filter(gt.small * small, _WIN) - gt.mean * mean_b
+        num = (2 * gt.mean * mean_b + _C1) * (2 * cov + _C2)
+        den = (gt.mean * gt.mean + mean_b * mean_b + _C1) * (gt.var + var_b + _C2)
+        ssim = float(np.clip(num[mask] / den[mask], 0.0, 1.0).mean())
+
+    edges = _edges(ink, cfg["edge_threshold"])
+    nb = int(edges.sum())
+    if gt.n_edges == 0 and nb == 0:
+        edge = 1.0
+    elif gt.n_edges == 0 or nb == 0:
+        edge = 0.0
+    else:
+        precision = float(np.count_nonzero(edges & gt.edges_dilated)) / nb
+        recall = float(np.count_nonzero(gt.edges & _dilate(edges, int(cfg["edge_tolerance"])))) / gt.n_edges
+        edge = 0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall)
+    return {"pixel": pixel, "ssim": ssim, "edge": float(edge)}
+
+
+def compare(gt: np.ndarray, pred: np.ndarray, config: dict | RewardConfig | None = None) -> dict[str, float]:
+    """Terms of two RGB ``uint8`` images of the same shape, plus evaluation-only ``mse`` (RGB in [0, 1],
+    lower is better) and ``ssim_standard`` (:func:`standard_ssim`)."""
+    return score(prepare(gt, config), pred, config) | evaluation_metrics(gt, pred)
+
+
+def evaluation_metrics(gt: np.ndarray, pred: np.ndarray) -> dict[str, float]:
+    """``mse`` of the RGB values in [0, 1] and the SSIM VFig reports (not used by the rewards)."""
+    a, b = gt.astype(np.float32) / 255.0, pred.astype(np.float32) / 255.0
+    return {"mse": float(np.mean((a - b) ** 2)), "ssim_standard": standard_ssim(gt, pred)}
+
+
+def standard_ssim(gt: np.ndarray, pred: np.ndarray) -> float:
+    """The SSIM VFig's evaluation reports: scikit-image's ``structural_similarity`` on the RGB ``uint8``
+    images, per channel (``channel_axis=2``, ``data_range=255``), otherwise its defaults (7x7 uniform window,
+    K1=0.01, K2=0.03). Not a reward: white space counts, so an empty page scores well on a sparse figure."""
+    from skimage.metrics import structural_similarity
+
+    if min(gt.shape[:2]) < _WIN:  # below the window: 1 - mean absolute difference
+        return float(1.0 - np.abs(gt.astype(np.float64) - pred.astype(np.float64)).mean() / 255.0)
+    return float(structural_similarity(gt, pred, channel_axis=2, data_range=255))
+
+
+def _fields(config: dict | RewardConfig | None) -> dict:
+    if config is None:
+        return RewardConfig().compare_fields()
+    if isinstance(config, RewardConfig):
+        return config.compare_fields()
+    return config
