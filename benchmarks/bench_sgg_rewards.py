@@ -1,10 +1,18 @@
-"""Throughput of the SGG rewards (completions/s on 20-object graphs) against a naive baseline.
+"""Throughput of the SGG rewards (completions/s on 20-object / 30-relation graphs) against a naive baseline.
 
 The baseline is what a straightforward implementation does: per-pair Python IoU/GIoU/L1 loops to build
 the cost matrix, and every reward function re-parsing and re-matching the completion on its own. Both are
-measured in the same run on the same completions.
+measured in the same run on the same completions, one core (``OMP_NUM_THREADS=1``), best of 3 rounds with
+a fresh reward set each round (no cache carried over). Rates are given per wall second and per CPU
+second of this process (the latter is what one core delivers when the machine is shared).
 
-    PYTHONPATH=src python benchmarks/bench_sgg_rewards.py [--n 200]
+Workloads: "distinct" gives every completion its own ground truth (issue 16's workload); "groups of 8"
+is GRPO's shape (8 completions per prompt share the ground truth, which is then converted once).
+
+    PYTHONPATH=src python benchmarks/bench_sgg_rewards.py [--n 200] [--compare-src OLD/src]
+
+``--compare-src`` also times another checkout's ``make_rewards`` (e.g. ``git archive 8605a90 src | tar -x
+-C /tmp/old``, the implementation before vectorisation) on the same cases, in a subprocess, same run.
 """
 
 from __future__ import annotations
@@ -12,7 +20,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import random
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -27,7 +38,10 @@ NAMES = ["man", "horse", "hat", "tree", "car", "dog", "shirt", "table", "cup", "
 PREDS = ["on", "near", "riding", "wearing", "has", "under"]
 
 
-def make_case(rng: random.Random, n_obj: int = 20, n_rel: int = 30) -> tuple[str, str, str]:
+def make_case(
+    rng: random.Random, n_obj: int = 20, n_rel: int = 30, pred_rng: random.Random | None = None
+) -> tuple[str, str, str]:
+    """(completion, GT objects, GT relations); ``pred_rng`` draws the answer's noise (default: ``rng``)."""
     objs = []
     for k in range(n_obj):
         x, y = rng.uniform(0, 500), rng.uniform(0, 500)
@@ -41,11 +55,12 @@ def make_case(rng: random.Random, n_obj: int = 20, n_rel: int = 30) -> tuple[str
         {"subject": rng.choice(objs)["id"], "predicate": rng.choice(PREDS), "object": rng.choice(objs)["id"]}
         for _ in range(n_rel)
     ]
+    noise = pred_rng or rng
     pred_objs = [
-        {"id": o["id"], "bbox": [round(v * 1000 / 800 + rng.uniform(-20, 20)) for v in o["bbox"]]}
+        {"id": o["id"], "bbox": [round(v * 1000 / 800 + noise.uniform(-20, 20)) for v in o["bbox"]]}
         for o in objs
     ]
-    rng.shuffle(pred_objs)
+    noise.shuffle(pred_objs)
     for o in pred_objs:
         o["bbox"] = [
             min(o["bbox"][0], o["bbox"][2]),
@@ -83,31 +98,101 @@ def naive_scores(text: str, objects: str, relationships: str, size: tuple[int, i
     return out
 
 
+def _rate(run, n: int, rounds: int = 3) -> tuple[float, float]:
+    """Best (wall, CPU) completions/s over ``rounds``."""
+    wall = cpu = float("inf")
+    for _ in range(rounds):
+        t0, c0 = time.perf_counter(), time.process_time()
+        run()
+        wall, cpu = min(wall, time.perf_counter() - t0), min(cpu, time.process_time() - c0)
+    return n / wall, n / cpu
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=200)
+    ap.add_argument("--compare-src", default=None, help="another checkout's src/ to time on the same cases")
     args = ap.parse_args()
-    rng = random.Random(0)
-    cases = [make_case(rng) for _ in range(args.n)]
-    texts, objs, rels = (list(x) for x in zip(*cases, strict=True))
-    cols = {"objects": objs, "relationships": rels, "original_image_sizes": [[[800, 800]]] * args.n}
+    distinct = cases_for(args.n, "distinct")
+    grouped = cases_for(args.n, "groups of 8")  # a prompt's 8 completions: the same GT, 8 different answers
+    assert len({t for t, _, _ in grouped}) == len(grouped)
 
-    t0 = time.perf_counter()
-    for t, o, r in cases:
-        naive_scores(t, o, r, (800, 800))
-    naive = time.perf_counter() - t0
+    def ours(cases):
+        texts, objs, rels = (list(x) for x in zip(*cases, strict=True))
+        cols = {"objects": objs, "relationships": rels, "original_image_sizes": [[[800, 800]]] * len(cases)}
 
-    specs = make_rewards("qwen2_vl")
-    t0 = time.perf_counter()
-    for spec in specs:
-        values = spec.func([None] * args.n, texts, **cols)
-        assert all(0.0 <= v <= 1.0 for v in values)
-    ours = time.perf_counter() - t0
+        def run():
+            for spec in make_rewards("qwen2_vl"):
+                values = spec.func([None] * len(cases), texts, **cols)
+                assert all(0.0 <= v <= 1.0 for v in values)
 
-    print(f"{'implementation':<34}{'seconds':>10}{'completions/s':>16}{'ratio':>8}")
-    print(f"{'naive (loops, per-reward parse)':<34}{naive:>10.3f}{args.n / naive:>16.1f}{1.0:>8.2f}")
-    print(f"{'r1vision (5 rewards, shared)':<34}{ours:>10.3f}{args.n / ours:>16.1f}{naive / ours:>8.2f}")
-    print(f"({args.n} completions, 20 objects and 30 relations each; naive computes 4 rewards, ours 5)")
+        return run
+
+    def naive(cases):
+        return lambda: [naive_scores(t, o, r, (800, 800)) for t, o, r in cases]
+
+    rows, other = [], {}
+    for label, cases in (("distinct", distinct), ("groups of 8", grouped)):
+        base = _rate(naive(cases), len(cases), rounds=1)
+        fast = _rate(ours(cases), len(cases))
+        rows.append((label, base, fast))
+        if args.compare_src:
+            other[label] = _other_checkout(args.compare_src, args.n, label)
+    load = os.getloadavg()[0]
+    print(
+        f"{args.n} completions, 20 objects / 30 relations each; load average {load:.1f} on {os.cpu_count()} cores"
+    )
+    print("| workload | naive (4 rewards) /s wall | r1vision (5 rewards) /s wall | ratio | naive /s CPU | "
+          "r1vision /s CPU | ratio | goal |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
+    for label, base, fast in rows:
+        print(f"| {label} | {base[0]:.0f} | {fast[0]:.0f} | {fast[0] / base[0]:.1f}x | {base[1]:.0f} | "
+              f"{fast[1]:.0f} | {fast[1] / base[1]:.1f}x | >= 6000 /s per core |")  # fmt: skip
+    if other:
+        print(f"\nthe same cases with {args.compare_src} (a subprocess, same run):")
+        print(
+            "| workload | that checkout /s wall | this /s wall | ratio | that /s CPU | this /s CPU | ratio |"
+        )
+        print("|---|---|---|---|---|---|---|")
+        for label, _, fast in rows:
+            w, c = other[label]
+            print(f"| {label} | {w:.0f} | {fast[0]:.0f} | {fast[0] / w:.1f}x | {c:.0f} | {fast[1]:.0f} | "
+                  f"{fast[1] / c:.1f}x |")  # fmt: skip
+
+
+_OTHER = """
+import random, sys, time
+sys.path.insert(0, {bench!r})
+from bench_sgg_rewards import cases_for, _rate
+from r1vision.tasks.sgg.rewards import make_rewards
+cases = cases_for({n}, {label!r})
+texts, objs, rels = (list(x) for x in zip(*cases))
+cols = {{"objects": objs, "relationships": rels, "original_image_sizes": [[[800, 800]]] * len(cases)}}
+def run():
+    for spec in make_rewards("qwen2_vl"):
+        spec.func([None] * len(cases), texts, **cols)
+print(*_rate(run, len(cases)))
+"""
+
+
+def _other_checkout(src: str, n: int, label: str) -> tuple[float, float]:
+    code = _OTHER.format(bench=os.path.dirname(os.path.abspath(__file__)), n=n, label=label)
+    env = dict(os.environ, PYTHONPATH=src, OMP_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    wall, cpu = out.stdout.split()[-2:]
+    return float(wall), float(cpu)
+
+
+def cases_for(n: int, label: str) -> list[tuple[str, str, str]]:
+    """The benchmark's cases: ``label`` "distinct" or "groups of 8" (see the module docstring)."""
+    if label == "distinct":
+        rng = random.Random(0)
+        return [make_case(rng) for _ in range(n)]
+    return [
+        make_case(random.Random(g), pred_rng=random.Random(1000 * g + k))
+        for g in range((n + 7) // 8)
+        for k in range(8)
+    ][:n]
 
 
 if __name__ == "__main__":

@@ -132,7 +132,9 @@ def test_infer_eval_viz(sgg_run, capsys):
             assert key in metrics, key
         # images without GT relations have no recall to measure; the rest are counted
         assert 0 < metrics["num_images"] <= 4 if compat is None else metrics["num_images"] <= 4
-        assert all(0.0 <= v <= 1.0 for k, v in metrics.items() if k != "num_images")
+        counts = ("num_images", "num_gt_images", "num_predictions", "unmatched_predictions")
+        assert all(0.0 <= v <= 1.0 for k, v in metrics.items() if k not in counts)
+        assert metrics["coverage"] == 1.0 and metrics["num_predictions"] == 4
     assert (
         main(
             [

@@ -38,9 +38,9 @@ def evaluate_arm(model_dir: str, data: Path, split: str, out_dir: Path, cfg: Dem
     from r1vision.generation.hf import SamplingOptions
     from r1vision.recipes.infer import run_inference
     from r1vision.tasks.sgg.data import load_raw
-    from r1vision.tasks.sgg.f1 import F1Scorer
     from r1vision.tasks.sgg.parse import parse_scene_graph
     from r1vision.tasks.sgg.rewards import format_score
+    from r1vision.tasks.sgg.scorer import SGGScorer
     from r1vision.vision.records import read_predictions
 
     task = CompactSGGTask()
@@ -61,14 +61,14 @@ def evaluate_arm(model_dir: str, data: Path, split: str, out_dir: Path, cfg: Dem
     raw, _ = load_raw(str(data), split)
     raw = raw.select_columns(["objects", "relationships"])
     by_index = {int(r["index"]): r for r in read_predictions(out_dir)}
-    scorer = F1Scorer(FAMILY, max_pixels=cfg.max_pixels)
+    scorer = SGGScorer(FAMILY, max_pixels=cfg.max_pixels)
     w = cfg.reward_weights
     rows: dict[str, list[float]] = {k: [] for k in ("format", "object_f1", "relation_f1", "exact", "reward")}
     for i, gt in enumerate(raw):
         rec = by_index.get(i, {})
         text = rec.get("completion", "")
         size = rec.get("original_image_size")
-        f1 = scorer.score(text, gt["objects"], gt["relationships"], size, rec.get("image_size"))
+        f1 = scorer.f1(text, gt["objects"], gt["relationships"], size, rec.get("image_size"))
         parsed = parse_scene_graph(text)
         fmt = format_score(text, parsed, strict=True)  # "format valid": the strict check for every arm
         rows["format"].append(fmt)

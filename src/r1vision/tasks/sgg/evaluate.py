@@ -1,4 +1,4 @@
-"""VG150-style scene-graph evaluation: R@K, mR@K, zR@K, ngR@K, parse-failure rate.
+"""VG150-style scene-graph evaluation: R@K, mR@K, zR@K, ngR@K, ng-mR@K, ng-zR@K, box AP, coverage.
 
 A predicted triplet recalls a GT relation when subject, predicate and object labels agree and both boxes
 overlap with IoU >= 0.5. Top-K takes the first K relations in emission order (LLM answers carry no scores).
@@ -19,13 +19,23 @@ default
     emitted pair (every other predicate, in vocabulary order) as Motifs' no-graph-constraint ranking does
     for one-hot scores (R1-SGG's unstable sort orders those ties arbitrarily).
 
+ng-mR@K and ng-zR@K are mR and zR on the no-graph-constraint candidates. ``AP``/``AP50``/``AP75`` are
+COCO-style box AP of the predicted objects (:mod:`bbox_ap`; compat mode: over the predicted images only,
+as R1-SGG's COCO evaluator).
+
+Coverage: ``coverage`` is the share of GT images that have a prediction record. Predictions whose ids
+match none of the GT ids are an error (a wrong ``--split`` or id field would otherwise score 0 quietly);
+partial coverage warns.
+
 All recalls are fractions in [0, 1]; :func:`format_table` prints percentages. zR is 0 when no evaluated
 image has a zero-shot GT relation.
 """
 
 from __future__ import annotations
 
+import gc
 import itertools
+import warnings
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -34,10 +44,11 @@ from typing import Any
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from r1vision.tasks.sgg.bbox_ap import box_ap
 from r1vision.tasks.sgg.categories import load_vocabulary, zero_shot_triplets
 from r1vision.tasks.sgg.labels import normalize_object, normalize_predicate
 from r1vision.tasks.sgg.matching import gt_graph
-from r1vision.tasks.sgg.predictions import PredGraph, read_predictions, to_pred_graph
+from r1vision.tasks.sgg.predictions import LazyEntries, PredGraph, read_predictions, to_pred_graph
 
 KS = (20, 50, 100)
 
@@ -64,62 +75,92 @@ def _gt_sizes(row: dict[str, Any]) -> tuple[Any, Any]:
     return orig, resized
 
 
-def _pairwise_iou(a: np.ndarray, b: np.ndarray, plus_one: bool) -> np.ndarray:
-    """IoU of every box in ``a`` (n, 4) with every box in ``b`` (m, 4); same rule as :func:`boxes.iou`."""
+class _GTSide:
+    """GT relations of one image encoded once: label codes and box arrays for :func:`_hit_matrix`."""
+
+    def __init__(self, gt_trips: list) -> None:
+        self.codes: dict[str, int] = {}
+        enc = self.encode
+        self.s, self.o, self.p = enc(gt_trips, 0), enc(gt_trips, 2), enc(gt_trips, 4)
+        self.sbox = np.array([t[1] for t in gt_trips], dtype=np.float64).reshape(-1, 4)
+        self.obox = np.array([t[3] for t in gt_trips], dtype=np.float64).reshape(-1, 4)
+        self.n = len(gt_trips)
+
+    def encode(self, items: list, idx: int) -> np.ndarray:
+        setdefault, codes = self.codes.setdefault, self.codes
+        return np.array([setdefault(t[idx], len(codes)) for t in items], dtype=np.int64)
+
+
+def _pair_iou(a: np.ndarray, b: np.ndarray, plus_one: bool) -> np.ndarray:
+    """IoU of box pairs ``a[i]``, ``b[i]`` (both n x 4); same rule as :func:`boxes.iou`.
+
+    ``plus_one`` (R1-SGG compat) also computes in float32, as R1-SGG's evaluator does on its tensors: a
+    box whose IoU is 0.5 in one precision can fall below it in the other.
+    """
+    if plus_one:
+        a, b = a.astype(np.float32), b.astype(np.float32)
     e = 1.0 if plus_one else 0.0
-    iw = np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0]) + e
-    ih = np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1]) + e
-    inter = np.clip(iw, 0, None) * np.clip(ih, 0, None)
+    iw = np.clip(np.minimum(a[:, 2], b[:, 2]) - np.maximum(a[:, 0], b[:, 0]) + e, 0, None)
+    ih = np.clip(np.minimum(a[:, 3], b[:, 3]) - np.maximum(a[:, 1], b[:, 1]) + e, 0, None)
+    inter = iw * ih
     area_a = np.clip(a[:, 2] - a[:, 0] + e, 0, None) * np.clip(a[:, 3] - a[:, 1] + e, 0, None)
     area_b = np.clip(b[:, 2] - b[:, 0] + e, 0, None) * np.clip(b[:, 3] - b[:, 1] + e, 0, None)
-    union = area_a[:, None] + area_b[None, :] - inter
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(union > 0, inter / union, 0.0)
+    union = area_a + area_b - inter
+    return np.divide(inter, union, out=np.zeros_like(inter), where=union > 0)
 
 
-def _hit_matrix(gt_trips: list, cands: list, compat: bool) -> np.ndarray:
+def _hit_matrix(gt: _GTSide, cands: list, compat: bool) -> np.ndarray:
     """``hit[i, j]``: candidate i (in ranking order) matches GT relation j (labels equal, both IoUs >= 0.5).
 
-    Vectorised: a VG150-sized evaluation has 5,000 images with up to 100 x 100 candidate/GT pairs each.
+    Labels are compared as integer codes first; IoUs are computed only for the label-matching pairs (a
+    VG150-sized evaluation has 5,000 images with up to 100 x 100 candidate/GT pairs each).
     """
-    if not cands or not gt_trips:
-        return np.zeros((len(cands), len(gt_trips)), dtype=bool)
-    codes: dict[str, int] = {}
-
-    def enc(items: list, idx: int) -> np.ndarray:
-        return np.array([codes.setdefault(t[idx], len(codes)) for t in items])
-
-    same = np.ones((len(cands), len(gt_trips)), dtype=bool)
-    for idx in (0, 2, 4):  # subject, object, predicate labels
-        same &= enc(cands, idx)[:, None] == enc(gt_trips, idx)[None, :]
-    for idx in (1, 3):  # subject box, object box
-        ca = np.array([t[idx] for t in cands], dtype=np.float64).reshape(-1, 4)
-        ga = np.array([t[idx] for t in gt_trips], dtype=np.float64).reshape(-1, 4)
-        same &= _pairwise_iou(ca, ga, compat) >= 0.5
-    return same
+    hit = np.zeros((len(cands), gt.n), dtype=bool)
+    if not cands or not gt.n:
+        return hit
+    same = (gt.encode(cands, 0)[:, None] == gt.s[None, :]) & (gt.encode(cands, 4)[:, None] == gt.p[None, :])
+    same &= gt.encode(cands, 2)[:, None] == gt.o[None, :]
+    rows, cols = np.nonzero(same)
+    if len(rows):
+        sbox = np.array([cands[i][1] for i in rows.tolist()], dtype=np.float64).reshape(-1, 4)
+        obox = np.array([cands[i][3] for i in rows.tolist()], dtype=np.float64).reshape(-1, 4)
+        ok = (_pair_iou(sbox, gt.sbox[cols], compat) >= 0.5) & (_pair_iou(obox, gt.obox[cols], compat) >= 0.5)
+        hit[rows[ok], cols[ok]] = True
+    return hit
 
 
-def _recalled(hit: np.ndarray, k: int, compat: bool) -> set[int]:
-    """Indices of GT relations recalled by the top-``k`` candidates of a hit matrix."""
-    top = hit[:k]
-    if compat:  # any one prediction may recall a GT relation (R1-SGG)
-        return set(np.nonzero(top.any(axis=0))[0].tolist())
-    if not top.any():
-        return set()
-    rows, cols = linear_sum_assignment(-top.astype(np.float64))  # each prediction recalls at most one
-    return {int(c) for r, c in zip(rows, cols, strict=False) if top[r, c]}
+def _recalled(hit: np.ndarray, ks: Sequence[int], compat: bool) -> dict[int, np.ndarray]:
+    """For each K, the mask of GT relations recalled by the top-K candidates of a hit matrix."""
+    n_gt = hit.shape[1]
+    if not hit.size:
+        return {k: np.zeros(n_gt, dtype=bool) for k in ks}
+    covered = hit.any(axis=0)
+    if compat or hit.sum(axis=1).max() <= 1:
+        # compat: any one prediction may recall a GT relation (R1-SGG); a candidate hitting at most one
+        # GT relation makes the one-to-one matching trivial: a relation is recalled from its first hit on
+        first = np.where(covered, hit.argmax(axis=0), np.iinfo(np.int64).max)
+        return {k: first < k for k in ks}
+    out = {}
+    for k in ks:
+        top = hit[:k]
+        rows, cols = linear_sum_assignment(-top.astype(np.float64))  # each prediction recalls at most one
+        mask = np.zeros(n_gt, dtype=bool)
+        mask[cols[top[rows, cols]]] = True
+        out[k] = mask
+    return out
 
 
 def _candidates(pred: PredGraph, compat: bool, predicates: Sequence[str], k_max: int) -> tuple[list, list]:
-    """(graph-constrained, no-graph-constraint) candidate lists in ranking order, label-normalised."""
+    """(positions in the no-graph-constraint list of the graph-constrained candidates, the
+    no-graph-constraint candidates), in ranking order, label-normalised."""
     norm_o = _refine if compat else normalize_object
     norm_p = _refine if compat else normalize_predicate
     trips = [
         (norm_o(s), sb, norm_o(o), ob, norm_p(p), sid, oid) for s, sb, o, ob, p, sid, oid in pred.triplets
     ]
     if compat:
-        constrained = [t[:5] for t in trips]
-        ng = list(constrained)
+        ng = [t[:5] for t in trips]
+        positions = list(range(len(ng)))
         if (
             len(ng) < k_max
         ):  # Motifs ranks the zero-score predicates of each emitted pair after all emitted ones
@@ -130,18 +171,18 @@ def _candidates(pred: PredGraph, compat: bool, predicates: Sequence[str], k_max:
                 if _refine(q) != p
             )
             ng.extend(itertools.islice(fill, k_max - len(ng)))
-        return constrained, ng
-    seen, pairs, constrained, ng = set(), set(), [], []
+        return positions, ng
+    seen, pairs, positions, ng = set(), set(), [], []
     for t in trips:
         key = (t[5], t[4], t[6])
         if key in seen:
             continue
         seen.add(key)
-        ng.append(t[:5])
         if (t[5], t[6]) not in pairs:
             pairs.add((t[5], t[6]))
-            constrained.append(t[:5])
-    return constrained, ng
+            positions.append(len(ng))
+        ng.append(t[:5])
+    return positions, ng
 
 
 def _iter_gt(gt_rows: Any, split: str) -> Iterable[dict[str, Any]]:
@@ -191,6 +232,34 @@ def evaluate_sgg(
     or a list aligned with ``gt_rows`` (completion strings or records). Per-image details are appended to
     ``records`` when given.
     """
+    # The loop allocates millions of short-lived, acyclic tuples and arrays; the cyclic garbage collector
+    # would walk all loaded predictions again and again (~25 % of the time at VG150 size).
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _evaluate(gt_rows, predictions, compat, model_family=model_family, min_pixels=min_pixels,
+                         max_pixels=max_pixels, vocab=vocab, predicates=predicates, zero_shot=zero_shot,
+                         ks=ks, split=split, records=records)  # fmt: skip
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _evaluate(
+    gt_rows: Any,
+    predictions: Any,
+    compat: str | None = None,
+    *,
+    model_family: str | None = None,
+    min_pixels: int | None = None,
+    max_pixels: int | None = None,
+    vocab: str = "vg150",
+    predicates: Sequence[str] | None = None,
+    zero_shot: Iterable[tuple[str, str, str]] | None = None,
+    ks: Sequence[int] = KS,
+    split: str = "val",
+    records: list[dict[str, Any]] | None = None,
+) -> dict[str, float]:
     if compat not in (None, "r1sgg"):
         raise ValueError(f"unknown compat mode {compat!r}; use None or 'r1sgg'")
     is_compat = compat == "r1sgg"
@@ -207,19 +276,28 @@ def evaluate_sgg(
         if len(predictions) != len(rows):
             raise ValueError(f"{len(predictions)} predictions for {len(rows)} GT rows")
         predictions = {str(r["image_id"]): p for r, p in zip(rows, predictions, strict=False)}
-    predictions = {str(k): v for k, v in dict(predictions).items()}
+    if not isinstance(predictions, LazyEntries):  # (that one decodes an image when asked for it)
+        predictions = {str(k): v for k, v in dict(predictions).items()}
+    coverage = _coverage(rows, predictions)
     k_max = max(ks)
 
     recall = {k: [] for k in ks}
     ng_recall = {k: [] for k in ks}
     zs_recall = {k: [] for k in ks}
+    ng_zs_recall = {k: [] for k in ks}
     per_pred = {k: defaultdict(list) for k in ks}
+    ng_per_pred = {k: defaultdict(list) for k in ks}
+    ap_images: list[tuple[str, list, list]] = []
     n_records = n_failed = 0
     for row in rows:
         image_id = str(row["image_id"])
         gt = gt_graph(row["objects"], row["relationships"])
-        boxes = {gid: gt.boxes[i].tolist() for i, gid in enumerate(gt.ids)}
-        gt_trips = [(norm_o(gt.names[gt.ids.index(s)]), boxes[s], norm_o(gt.names[gt.ids.index(o)]), boxes[o], norm_p(p))
+        gt_norm = [norm_o(x) for x in gt.names]
+        index: dict[str, int] = {}
+        for i, gid in enumerate(gt.ids):
+            index.setdefault(gid, i)  # a repeated GT id: the first object, as before
+        boxes = gt.boxes.tolist()
+        gt_trips = [(gt_norm[index[s]], boxes[index[s]], gt_norm[index[o]], boxes[index[o]], norm_p(p))
                     for s, p, o in gt.relations]  # fmt: skip
         record = predictions.get(image_id)
         pred = PredGraph(error="missing")
@@ -230,64 +308,111 @@ def evaluate_sgg(
             pred = to_pred_graph(
                 record, predicates=preds_vocab, objects=vocabulary.objects, model_family=model_family,
                 original_size=orig, image_size=resized, min_pixels=min_pixels, max_pixels=max_pixels,
+                r1sgg=is_compat,
             )  # fmt: skip
             n_failed += pred.error is not None
-        if not gt_trips or (is_compat and not pred.triplets):
+            if is_compat and pred.placeholder:  # R1-SGG keeps nothing of such an answer but its placeholder
+                pred = PredGraph(error=pred.error, placeholder=True)
+        if record is not None or not is_compat:  # R1-SGG's COCO evaluator sees the predicted images only
+            ap_images.append(
+                (image_id, list(zip(gt_norm, boxes, strict=True)), [(norm_o(n), b) for n, b in pred.objects])
+            )
+        if not gt_trips or (is_compat and (record is None or not (pred.triplets or pred.placeholder))):
             continue
-        constrained, ng = _candidates(pred, is_compat, preds_vocab, k_max)
-        zs_idx = {j for j, t in enumerate(gt_trips) if (t[0], t[4], t[2]) in zs}
+        positions, ng = _candidates(pred, is_compat, preds_vocab, k_max)
+        positions = positions[:k_max]
+        zs_mask = np.array([(t[0], t[4], t[2]) in zs for t in gt_trips], dtype=bool)
+        n_zs = int(zs_mask.sum())
+        pred_names = sorted({t[4] for t in gt_trips})
+        pred_code = np.array([pred_names.index(t[4]) for t in gt_trips], dtype=np.int64)
+        pred_count = np.bincount(pred_code, minlength=len(pred_names))
         detail = {
             "image_id": image_id,
             "error": pred.error,
             "num_gt": len(gt_trips),
             "num_pred": len(pred.triplets),
         }
-        hit_c = _hit_matrix(gt_trips, constrained[:k_max], is_compat)
-        hit_ng = _hit_matrix(gt_trips, ng[:k_max], is_compat)
+        # one hit matrix: the constrained candidates are a subset of the unconstrained ones
+        needed = max(min(len(ng), k_max), positions[-1] + 1 if positions else 0)
+        hit_all = _hit_matrix(_GTSide(gt_trips), ng[:needed], is_compat)
+        hit_ng, hit_c = hit_all[:k_max], hit_all[positions]
+        n_gt = len(gt_trips)
+        rec_c, rec_ng = _recalled(hit_c, ks, is_compat), _recalled(hit_ng, ks, is_compat)
         for k in ks:
-            hits = _recalled(hit_c, k, is_compat)
-            recall[k].append(len(hits) / len(gt_trips))
-            ng_recall[k].append(len(_recalled(hit_ng, k, is_compat)) / len(gt_trips))
-            if zs_idx:
-                zs_recall[k].append(len(hits & zs_idx) / len(zs_idx))
-            by_pred: dict[str, list[int]] = defaultdict(list)
-            for j, t in enumerate(gt_trips):
-                by_pred[t[4]].append(j)
-            for p, idx in by_pred.items():
-                per_pred[k][p].append(sum(j in hits for j in idx) / len(idx))
+            for mask, rec, zrec, table in (
+                (rec_c[k], recall[k], zs_recall[k], per_pred[k]),
+                (rec_ng[k], ng_recall[k], ng_zs_recall[k], ng_per_pred[k]),
+            ):
+                rec.append(int(mask.sum()) / n_gt)
+                if n_zs:
+                    zrec.append(int((mask & zs_mask).sum()) / n_zs)
+                per = np.bincount(pred_code, weights=mask, minlength=len(pred_names)) / pred_count
+                for name, value in zip(pred_names, per.tolist(), strict=True):
+                    table[name].append(value)
             detail[f"R@{k}"] = recall[k][-1]
         if records is not None:
             records.append(detail)
 
-    metrics: dict[str, float] = {}
-    for k in ks:
-        metrics[f"R@{k}"] = float(np.mean(recall[k])) if recall[k] else 0.0
-    for k in ks:
-        if is_compat:
-            means = [
-                float(np.mean(per_pred[k][norm_p(p)])) if per_pred[k].get(norm_p(p)) else 0.0
-                for p in preds_vocab
-            ]
+    def mean_recall(table: dict[str, list[float]]) -> float:
+        if is_compat:  # every vocabulary predicate counts; absent ones as 0
+            means = [float(np.mean(table[norm_p(p)])) if table.get(norm_p(p)) else 0.0 for p in preds_vocab]
         else:
-            means = [float(np.mean(v)) for v in per_pred[k].values()]
-        metrics[f"mR@{k}"] = float(np.mean(means)) if means else 0.0
+            means = [float(np.mean(v)) for v in table.values()]
+        return float(np.mean(means)) if means else 0.0
+
+    metrics: dict[str, float] = {}
+    for name, source in (("R", recall), ("zR", zs_recall), ("ngR", ng_recall), ("ng-zR", ng_zs_recall)):
+        for k in ks:
+            metrics[f"{name}@{k}"] = float(np.mean(source[k])) if source[k] else 0.0
     for k in ks:
-        metrics[f"zR@{k}"] = float(np.mean(zs_recall[k])) if zs_recall[k] else 0.0
-    for k in ks:
-        metrics[f"ngR@{k}"] = float(np.mean(ng_recall[k])) if ng_recall[k] else 0.0
+        metrics[f"mR@{k}"] = mean_recall(per_pred[k])
+        metrics[f"ng-mR@{k}"] = mean_recall(ng_per_pred[k])
+    metrics.update(box_ap(ap_images))
     metrics["parse_failure_rate"] = n_failed / n_records if n_records else 0.0
     metrics["num_images"] = float(len(recall[ks[0]]))
+    metrics.update(coverage)
     return metrics
+
+
+def _coverage(rows: list[dict[str, Any]], predictions: dict[str, Any]) -> dict[str, float]:
+    """How many GT images have predictions; an error when none do (ids from another split or field)."""
+    gt_ids = [str(r["image_id"]) for r in rows]
+    matched = sum(i in predictions for i in gt_ids)
+    if rows and not predictions:
+        raise ValueError(f"no predictions for the {len(rows)} ground-truth images")
+    if rows and matched == 0:
+        raise ValueError(
+            f"none of the {len(predictions)} prediction ids matches any of the {len(rows)} ground-truth "
+            f"image ids (e.g. prediction {next(iter(predictions))!r}, ground truth {gt_ids[0]!r}): "
+            "wrong --split, or predictions of another dataset?"
+        )
+    extra = len(set(predictions) - set(gt_ids))
+    if matched < len(rows) or extra:
+        warnings.warn(
+            f"predictions cover {matched} of {len(rows)} ground-truth images"
+            + (f"; {extra} prediction ids are not in the ground truth" if extra else ""),
+            stacklevel=4,
+        )
+    return {
+        "coverage": matched / len(rows) if rows else 0.0,
+        "num_gt_images": float(len(rows)),
+        "num_predictions": float(len(predictions)),
+        "unmatched_predictions": float(extra),
+    }
 
 
 def format_table(metrics: dict[str, float], ks: Sequence[int] = KS) -> str:
     """A plain-text table of the metrics (recalls in percent)."""
     lines = ["metric  " + "".join(f"{'@' + str(k):>9}" for k in ks)]
-    for name in ("R", "mR", "zR", "ngR"):
+    for name in ("R", "mR", "zR", "ngR", "ng-mR", "ng-zR"):
         values = [metrics.get(f"{name}@{k}") for k in ks]
         lines.append(
             f"{name:<8}" + "".join(f"{100 * v:9.2f}" if v is not None else f"{'-':>9}" for v in values)
         )
+    if "AP" in metrics:
+        lines.append(f"box AP {100 * metrics['AP']:.2f}   AP50 {100 * metrics['AP50']:.2f}   "
+                     f"AP75 {100 * metrics['AP75']:.2f}")  # fmt: skip
     lines.append(f"parse failures: {100 * metrics.get('parse_failure_rate', 0.0):.2f}%   "
-                 f"images: {int(metrics.get('num_images', 0))}")  # fmt: skip
+                 f"images: {int(metrics.get('num_images', 0))}   "
+                 f"coverage: {100 * metrics.get('coverage', 1.0):.2f}%")  # fmt: skip
     return "\n".join(lines)

@@ -5,29 +5,36 @@ JSON. Problems that still leave a usable graph are recorded in ``issues`` (the s
 rejects them, content rewards use what survived): missing or unclosed tags, fences, trailing text,
 truncated JSON (complete objects/relations before the cut are recovered), duplicate ids, relations naming
 unknown ids, non-numeric, non-finite or inverted boxes.
+
+Every scan is linear in the (capped) text: tags are found with ``str.find`` and truncated JSON is
+tokenised by one regular expression without backtracking, so 1 MB of repeated tags costs milliseconds.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import NamedTuple
 
 from r1vision.tasks.common import completion_text
-from r1vision.tasks.sgg.boxes import is_valid_box
 
 MAX_TEXT_CHARS = 200_000  # longer completions are cut before parsing, bounding the work per completion
 MAX_OBJECTS = 300
 MAX_RELATIONS = 1000
+_MAX_DEPTH = 32
 
-_ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.S)
-_THINK_RE = re.compile(r"<think>.*?</think>", re.S)
-_FENCE_RE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\n?(.*?)(?:```|\Z)", re.S)
+_FENCE_HEAD_RE = re.compile(r"[ \t]*(?:json|JSON)?[ \t]*\n?")
 _ID_SUFFIX_RE = re.compile(r"^(.*?)[.#_-]?(\d+)$")
+# One token per match: a (possibly unclosed) string, or a bracket. Strings cannot backtrack (escapes are
+# consumed pairwise), so tokenising truncated JSON is linear.
+_TOKEN_RE = re.compile(r'"(?:[^"\\]|\\.)*(?:"|\\?\Z)|[{}\[\]]', re.S)
+_ARRAY_KEY_RE = {k: re.compile(r'"' + k + r'"\s*:\s*\[') for k in ("objects", "relationships")}
 
 
-@dataclass(frozen=True)
-class SGObject:
+class SGObject(NamedTuple):
     """A node: its unique id (``"name.N"``), the category name taken from the id, and its box."""
 
     id: str
@@ -35,8 +42,7 @@ class SGObject:
     box: tuple[float, float, float, float]
 
 
-@dataclass(frozen=True)
-class SGRelation:
+class SGRelation(NamedTuple):
     """A directed edge ``subject --predicate--> object`` between object ids."""
 
     subject: str
@@ -68,6 +74,7 @@ class ParseResult:
         return self.graph is not None
 
 
+@lru_cache(maxsize=65536)
 def name_of(obj_id: str) -> str:
     """Category name of an id: ``"man.1"`` -> ``"man"``, ``"red circle.2"`` -> ``"red circle"``."""
     text = obj_id.strip()
@@ -80,47 +87,54 @@ def name_of(obj_id: str) -> str:
     return text
 
 
-def _scan_complete_items(text: str, start: int) -> list[str]:
-    """From the ``[`` at ``start``, the source of each complete ``{...}``/``[...]``/string element."""
+def _scan_complete_items(text: str, start: int, max_items: int) -> list[str]:
+    """From the ``[`` at ``start``, the source of each complete ``{...}``/``[...]``/string element.
+
+    Stops after ``max_items`` elements, or at nesting deeper than ``_MAX_DEPTH`` (no scene-graph element
+    is nested that deep), so hostile text costs at most one pass over the capped input.
+    """
     items: list[str] = []
-    depth, in_str, esc, item_start = 0, False, False, -1
-    for i in range(start + 1, len(text)):
-        ch = text[i]
-        if in_str:
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == '"':
-                in_str = False
-                if depth == 0 and item_start >= 0:
-                    items.append(text[item_start : i + 1])
-                    item_start = -1
-            continue
+    depth, item_start = 0, -1
+    for m in _TOKEN_RE.finditer(text, start + 1):
+        tok = m.group()
+        ch = tok[0]
         if ch == '"':
-            in_str = True
             if depth == 0:
-                item_start = i
+                if not tok.endswith('"') or len(tok) < 2 or tok.endswith('\\"') and _odd_escape(tok):
+                    break  # an unclosed string: the text was cut inside it
+                items.append(tok)
+                if len(items) >= max_items:
+                    break
         elif ch in "{[":
             if depth == 0:
-                item_start = i
+                item_start = m.start()
             depth += 1
-        elif ch in "}]":
+            if depth > _MAX_DEPTH:
+                break
+        else:
             if depth == 0:  # the closing bracket of the array itself
                 break
             depth -= 1
             if depth == 0:
-                items.append(text[item_start : i + 1])
+                items.append(text[item_start : m.end()])
                 item_start = -1
+                if len(items) >= max_items:
+                    break
     return items
 
 
-def _recover_array(text: str, key: str) -> list | None:
-    m = re.search(r'"' + key + r'"\s*:\s*\[', text)
+def _odd_escape(tok: str) -> bool:
+    """Whether the final quote of ``tok`` is escaped (an odd run of backslashes before it)."""
+    run = len(tok) - 1 - len(tok[:-1].rstrip("\\"))
+    return run % 2 == 1
+
+
+def _recover_array(text: str, key: str, max_items: int) -> list | None:
+    m = _ARRAY_KEY_RE[key].search(text)
     if not m:
         return None
     out = []
-    for src in _scan_complete_items(text, m.end() - 1):
+    for src in _scan_complete_items(text, m.end() - 1, max_items):
         try:
             out.append(json.loads(src))
         except (ValueError, RecursionError):
@@ -135,11 +149,12 @@ def _decode(content: str, issues: list[str]) -> tuple[dict | None, str | None]:
     try:
         obj, end = json.JSONDecoder().raw_decode(content, start)
     except (ValueError, RecursionError):
-        objects = _recover_array(content, "objects")
+        # One element past each cap keeps the too_many_* issue visible.
+        objects = _recover_array(content, "objects", MAX_OBJECTS + 1)
         if objects is None:
             return None, "invalid_json"
         issues.append("truncated_json")
-        relations = _recover_array(content, "relationships")
+        relations = _recover_array(content, "relationships", MAX_RELATIONS + 1)
         return {"objects": objects, "relationships": relations or []}, None
     if content[end:].strip():
         issues.append("trailing_text")
@@ -157,9 +172,34 @@ def _relation_fields(rel: object) -> tuple[str, str, str] | None:
         s, p, o = rel
     else:
         return None
-    if not all(isinstance(v, str) and v.strip() for v in (s, p, o)):
+    if not (isinstance(s, str) and isinstance(p, str) and isinstance(o, str)):
         return None
-    return s.strip(), p.strip(), o.strip()
+    s, p, o = s.strip(), p.strip(), o.strip()
+    if not (s and p and o):
+        return None
+    return s, p, o
+
+
+_NUMBER_TYPES = (int, float)
+_NUMBER_SET = frozenset(_NUMBER_TYPES)
+
+
+def _box_issue(box: object) -> tuple[str | None, tuple[float, float, float, float] | None]:
+    """(issue, None) for an unusable box, else (None, the box as floats). Hot path: no generators."""
+    if not isinstance(box, (list, tuple)) or len(box) != 4:
+        return "invalid_box", None
+    for v in box:
+        if type(v) not in _NUMBER_TYPES and (not isinstance(v, _NUMBER_TYPES) or isinstance(v, bool)):
+            return "non_numeric_box", None
+    try:
+        x1, y1, x2, y2 = float(box[0]), float(box[1]), float(box[2]), float(box[3])
+    except OverflowError:  # an integer beyond float range
+        return "non_finite_box", None
+    if not (math.isfinite(x1) and math.isfinite(y1) and math.isfinite(x2) and math.isfinite(y2)):
+        return "non_finite_box", None
+    if x1 > x2 or y1 > y2:
+        return "inverted_box", None
+    return None, (x1, y1, x2, y2)
 
 
 def _build_graph(data: dict, issues: list[str]) -> tuple[SceneGraph | None, str | None]:
@@ -178,52 +218,129 @@ def _build_graph(data: dict, issues: list[str]) -> tuple[SceneGraph | None, str 
     if len(raw_relations) > MAX_RELATIONS:
         issues.append("too_many_relations")
 
-    graph = SceneGraph()
+    objects: list[SGObject] = []
     seen: set[str] = set()
+    numbers = _NUMBER_SET
+    isfinite = math.isfinite
     for raw in raw_objects[:MAX_OBJECTS]:
-        if not isinstance(raw, dict) or not isinstance(raw.get("id"), str) or not raw["id"].strip():
+        obj_id = raw.get("id") if type(raw) is dict else None
+        if type(obj_id) is not str:
+            obj_id = raw.get("id") if isinstance(raw, dict) else None
+            if not isinstance(obj_id, str):
+                issues.append("invalid_object")
+                continue
+        obj_id = obj_id.strip()
+        if not obj_id:
             issues.append("invalid_object")
             continue
-        box = raw.get("bbox", raw.get("box"))
-        if not isinstance(box, (list, tuple)) or len(box) != 4:
-            issues.append("invalid_box")
-            continue
-        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in box):
-            issues.append("non_numeric_box")
-            continue
-        if not is_valid_box(box):
-            issues.append(
-                "inverted_box" if all(v == v and abs(v) != float("inf") for v in box) else "non_finite_box"
-            )
-            continue
-        obj_id = raw["id"].strip()
+        box = raw["bbox"] if "bbox" in raw else raw.get("box")
+        # Fast path (plain JSON numbers); anything else goes through the full check for its reason.
+        if type(box) is list and len(box) == 4 and {type(v) for v in box} <= numbers:
+            x1, y1, x2, y2 = box
+            try:
+                box = (float(x1), float(y1), float(x2), float(y2))
+            except OverflowError:
+                box = None
+            if box is None or not (
+                isfinite(box[0]) and isfinite(box[1]) and isfinite(box[2]) and isfinite(box[3])
+            ):
+                issues.append("non_finite_box")
+                continue
+            if box[0] > box[2] or box[1] > box[3]:
+                issues.append("inverted_box")
+                continue
+        else:
+            issue, box = _box_issue(box)
+            if issue is not None:
+                issues.append(issue)
+                continue
         if obj_id in seen:
             issues.append("duplicate_id")
             continue
         seen.add(obj_id)
-        graph.objects.append(SGObject(obj_id, name_of(obj_id), tuple(float(v) for v in box)))
+        objects.append(SGObject(obj_id, name_of(obj_id), box))
 
+    relations: list[SGRelation] = []
     for raw in raw_relations[:MAX_RELATIONS]:
+        if type(raw) is dict:  # fast path for the taught shape
+            s, p, o = raw.get("subject"), raw.get("predicate"), raw.get("object")
+            if type(s) is str and type(p) is str and type(o) is str:
+                s, p, o = s.strip(), p.strip(), o.strip()
+                if s and p and o:
+                    if s not in seen or o not in seen:
+                        issues.append("unknown_id")
+                        continue
+                    relations.append(SGRelation(s, p, o))
+                    continue
         fields = _relation_fields(raw)
         if fields is None:
             issues.append("invalid_relation")
             continue
-        if isinstance(raw, (str, list, tuple)):
+        if not isinstance(raw, dict):
             issues.append("non_dict_relation")
         s, p, o = fields
         if s not in seen or o not in seen:
             issues.append("unknown_id")
             continue
-        graph.relations.append(SGRelation(s, p, o))
-    return graph, None
+        relations.append(SGRelation(s, p, o))
+    return SceneGraph(objects, relations), None
+
+
+def safe_text(completion: object) -> str:
+    """:func:`completion_text` that never raises: "" for completions nested past the recursion limit."""
+    if isinstance(completion, str):
+        return completion
+    try:
+        return completion_text(completion)
+    except (RecursionError, MemoryError):
+        return ""
 
 
 def parse_scene_graph(text: object) -> ParseResult:
     """Parse a completion (str or TRL message list) into a :class:`ParseResult`. Never raises."""
     try:
-        return _parse(completion_text(text))
+        return _parse(safe_text(text))
     except Exception as exc:  # last line of defence: model text must never crash training or eval
         return ParseResult(None, error=f"internal_error:{type(exc).__name__}")
+
+
+def find_block(text: str, open_tag: str, close_tag: str, start: int = 0) -> tuple[int, int] | None:
+    """``(start, end)`` of the first complete ``open_tag ... close_tag`` block at or after ``start``.
+
+    Same result as the regex ``open_tag(.*?)close_tag`` but linear: when the first opening tag has no
+    closing tag after it, no later one has either.
+    """
+    i = text.find(open_tag, start)
+    if i < 0:
+        return None
+    j = text.find(close_tag, i + len(open_tag))
+    return None if j < 0 else (i, j + len(close_tag))
+
+
+def strip_blocks(text: str, open_tag: str, close_tag: str) -> str:
+    """``text`` without its complete ``open_tag ... close_tag`` blocks (one linear pass)."""
+    parts, pos = [], 0
+    while (block := find_block(text, open_tag, close_tag, pos)) is not None:
+        parts.append(text[pos : block[0]])
+        pos = block[1]
+    parts.append(text[pos:])
+    return "".join(parts)
+
+
+def _unfence(content: str, issues: list[str]) -> str:
+    """The body of the first ```` ``` ```` fence in ``content`` (recording how it was packaged), else ``content``."""
+    i = content.find("```")
+    if i < 0:
+        return content
+    issues.append("fenced")
+    body_start = _FENCE_HEAD_RE.match(content, i + 3).end()
+    j = content.find("```", body_start)
+    if j < 0:
+        issues.append("unclosed_fence")
+        return content[body_start:]
+    if content[:i].strip() or content[j + 3 :].strip():
+        issues.append("text_around_fence")
+    return content[body_start:j]
 
 
 def _parse(text: str) -> ParseResult:
@@ -231,23 +348,20 @@ def _parse(text: str) -> ParseResult:
     if len(text) > MAX_TEXT_CHARS:
         text = text[:MAX_TEXT_CHARS]
         issues.append("too_long")
-    has_think = bool(_THINK_RE.search(text))
-    m = _ANSWER_RE.search(text)
-    tagged = m is not None
-    if m:
-        content = m.group(1)
-        if text[m.end() :].strip():
+    has_think = find_block(text, "<think>", "</think>") is not None
+    answer = find_block(text, "<answer>", "</answer>")
+    tagged = answer is not None
+    if answer is not None:
+        content = text[answer[0] + len("<answer>") : answer[1] - len("</answer>")]
+        if text[answer[1] :].strip():
             issues.append("text_after_answer")
     elif "<answer>" in text:
         content = text.split("<answer>", 1)[1]
         issues.append("unclosed_answer_tag")
     else:
-        content = _THINK_RE.sub("", text)
+        content = strip_blocks(text, "<think>", "</think>")
         issues.append("missing_answer_tags")
-    fence = _FENCE_RE.search(content)
-    if fence:
-        content = fence.group(1)
-        issues.append("fenced")
+    content = _unfence(content, issues)
     data, error = _decode(content, issues)
     if data is None:
         return ParseResult(None, error=error, issues=issues, tagged=tagged, has_think=has_think)

@@ -10,12 +10,18 @@ Both become :class:`PredGraph` — triplets in emission order with boxes in *ori
   one-hot ``all_relation`` over ``["__background__"] + predicates``). ``relation_tuples`` is preferred;
   without it the graph is decoded. Entries R1-SGG inserts for unparsable answers (one box labelled 0,
   named ``"unknown"``) count as parse failures.
+
+Duplicate image ids: records that agree are collapsed; two *different* records for one image id are an
+error naming the id and both places — the same rule for a folder of shards, a ``.jsonl`` and a ``.json``
+file (a silent first-wins or last-wins rule changes R@50 depending on how the records were stored).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import math
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,46 +34,144 @@ Triplet = tuple[
 ]  # s_name, s_box, o_name, o_box, pred, s_id, o_id
 
 
+# Parser issues for which R1-SGG's gatherer (``sgg_gather_preds.py``) rejects the whole answer and stores
+# its placeholder (one box labelled 0 and a dummy relation): asserts on every box and id, ``json.loads`` of
+# the answer, ``resp["relationships"]`` and ``pred_rels[0]``.
+_R1SGG_REJECTS = frozenset(
+    {
+        "invalid_object",
+        "invalid_box",
+        "non_numeric_box",
+        "truncated_json",
+        "trailing_text",
+        "missing_relationships",
+        "invalid_relationships",
+    }
+)
+_DROPPED_RELATIONS = frozenset({"invalid_relation", "unknown_id"})
+
+
 @dataclass
 class PredGraph:
-    """Predicted relations of one image in emission order; ``error`` set when the answer did not parse."""
+    """Predicted relations (and objects) of one image in emission order, boxes in original pixels.
+
+    ``error`` is set when the answer did not parse; ``placeholder`` when R1-SGG's gatherer would have
+    replaced the answer by its placeholder (parse failures, no objects, an empty relationship list, ...),
+    which R1-SGG's evaluator scores as an image with recall 0.
+    """
 
     triplets: list[Triplet] = field(default_factory=list)
     error: str | None = None
+    objects: list[tuple[str, list[float]]] = field(default_factory=list)  # (name, box)
+    object_ids: list[str] = field(default_factory=list)  # parallel to ``objects``
+    placeholder: bool = False
 
 
-def read_predictions(path: str | Path) -> dict[str, dict[str, Any]]:
-    """Prediction records keyed by ``str(image_id)`` from a ``.jsonl`` (ours) or ``.json`` file (either)."""
-    path = Path(path)
-    records: dict[str, dict[str, Any]] = {}
-    if path.is_dir():  # an `r1vision infer` output folder of shards
-        from r1vision.vision.records import read_predictions as read_shards
-
-        for item in read_shards(path):
-            records[str(item.get("image_id", item.get("id", item["index"])))] = item
-        return records
-    text = path.read_text(encoding="utf-8")
-    if path.suffix == ".jsonl" or not text.lstrip().startswith(("{", "[")):
-        items = []
-        for n, line in enumerate(text.splitlines(), 1):
+def _jsonl(path: Path) -> Iterator[tuple[str, Any]]:
+    with path.open(encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
             if line.strip():
                 try:
-                    items.append(json.loads(line))
+                    yield f"{path}:{n}", json.loads(line)
                 except ValueError as exc:
                     raise ValueError(f"{path}:{n}: not a JSON line ({exc})") from None
+
+
+_SPACE = re.compile(r"\s*")
+
+
+class LazyEntries(Mapping):
+    """R1-SGG's gathered JSON object (image id -> entry), decoded one image at a time on access.
+
+    At VG150-val size the file holds ~10 KB of text per image; decoded all at once as Python lists and
+    floats it takes ~5x that. Reading checks the syntax and the duplicate-id rule once, keeping only each
+    entry's span of the text.
+    """
+
+    def __init__(self, text: str, source: str) -> None:
+        self._text = text
+        self._spans: dict[str, tuple[int, int]] = {}
+        self.other_keys: set[str] = set()  # keys whose value is not an object (then it is one record)
+        decoder, ws = json.JSONDecoder(), _SPACE.match
+        i = ws(text, text.index("{") + 1).end()
+        while i < len(text) and text[i] != "}":
+            if text[i] != '"':
+                raise ValueError(f"{source}: expected an image id at character {i}")
+            key, i = json.decoder.scanstring(text, i + 1)
+            i = ws(text, i).end()
+            if text[i : i + 1] != ":":
+                raise ValueError(f"{source}: expected ':' after image id {key!r}")
+            i = ws(text, i + 1).end()
+            value, end = decoder.raw_decode(text, i)
+            if isinstance(value, dict):
+                if key in self._spans and text[slice(*self._spans[key])] != text[i:end]:
+                    raise ValueError(f"image id {key!r} appears twice with different predictions in {source}")
+                self._spans.setdefault(key, (i, end))
+            else:
+                self.other_keys.add(key)
+            del value
+            i = ws(text, end).end()
+            if text[i : i + 1] == ",":
+                i = ws(text, i + 1).end()
+            elif text[i : i + 1] != "}":
+                raise ValueError(f"{source}: expected ',' or '}}' at character {i}")
+
+    def __getitem__(self, key: str) -> dict[str, Any]:
+        start, end = self._spans[key]
+        value = json.loads(self._text[start:end])
+        return dict(value, image_id=value.get("image_id", key))
+
+    def __contains__(self, key: object) -> bool:  # Mapping's default would decode the entry
+        return key in self._spans
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._spans)
+
+    def __len__(self) -> int:
+        return len(self._spans)
+
+
+def read_predictions(path: str | Path) -> Mapping[str, dict[str, Any]]:
+    """Prediction records keyed by ``str(image_id)`` from an ``r1vision infer`` folder, a ``.jsonl`` (ours)
+    or a ``.json`` file (ours, or R1-SGG's ``sgg_pred_results.json``). See the module docstring on
+    duplicates."""
+    path = Path(path)
+    if path.is_dir():  # an `r1vision infer` output folder of shards
+        files = sorted(path.glob("*.jsonl"))
+        if not files:
+            raise FileNotFoundError(f"no prediction records (*.jsonl) in {path}")
+        items = (item for f in files for item in _jsonl(f))
     else:
-        data = json.loads(text)
-        if isinstance(data, dict) and not ("completion" in data and "id" in data):
-            return {
-                str(k): dict(v, image_id=v.get("image_id", k)) for k, v in data.items() if isinstance(v, dict)
-            }
-        items = data if isinstance(data, list) else [data]
-    for n, item in enumerate(items):
+        text = path.read_text(encoding="utf-8")
+        if path.suffix == ".jsonl" or not text.lstrip().startswith(("{", "[")):
+            items = _jsonl(path)
+        else:
+            head = text.lstrip()
+            lazy = LazyEntries(text, str(path)) if head.startswith("{") else None
+            if lazy is not None and not {"completion", "id"} <= lazy.other_keys:
+                return lazy  # R1-SGG's gathered file: image id -> entry
+            data = json.loads(text)
+            items = ((f"{path}[{n}]", x) for n, x in enumerate(data if isinstance(data, list) else [data]))
+    records: dict[str, dict[str, Any]] = {}
+    where: dict[str, str] = {}
+    for place, item in items:
         key = item.get("image_id", item.get("id", item.get("index"))) if isinstance(item, dict) else None
         if key is None:
-            raise ValueError(f"{path}: record {n} has no 'image_id'/'id'")
-        records[str(key)] = item  # later lines win: a resumed run may have re-written an image
+            raise ValueError(f"{place}: record has no 'image_id'/'id'")
+        key = str(key)
+        if key in records and _content(records[key]) != _content(item):
+            raise ValueError(
+                f"image id {key!r} has two different prediction records ({where[key]} and {place}); "
+                "remove one (a re-run that wrote the image again?)"
+            )
+        records.setdefault(key, item)
+        where.setdefault(key, place)
     return records
+
+
+def _content(record: dict[str, Any]) -> Any:
+    """What decides a record's score (bookkeeping such as ``index`` or timings may differ)."""
+    return {k: v for k, v in record.items() if k not in ("index", "seconds", "time", "rank")}
 
 
 def _size_of(value: Any) -> tuple[float, float] | None:
@@ -88,29 +192,47 @@ def from_completion(
     image_size: Sequence[float] | None = None,
     min_pixels: int | None = None,
     max_pixels: int | None = None,
+    r1sgg: bool = False,
 ) -> PredGraph:
-    """Parse a completion and map its boxes from the model frame to original pixels."""
+    """Parse a completion and map its boxes from the model frame to original pixels.
+
+    ``r1sgg=True`` maps 0-1000 boxes as R1-SGG's gatherer does (``int(v * size / 1000)``, unclipped).
+    """
     parsed = parse_scene_graph(text)
     if not parsed.ok:
-        return PredGraph(error=parsed.error)
+        return PredGraph(error=parsed.error, placeholder=True)
+    graph = parsed.graph
     frame = box_frame(model_family, original_size, image_size, min_pixels, max_pixels)
-    objs = {o.id: (o.name, frame.to_original(frame.clip(o.box))) for o in parsed.graph.objects}
+    if r1sgg and frame.kind == "norm1000":
+        sw, sh = frame.orig_width / 1000.0, frame.orig_height / 1000.0
+        objs = {
+            o.id: (o.name, [float(math.trunc(o.box[0] * sw)), float(math.trunc(o.box[1] * sh)),
+                            float(math.trunc(o.box[2] * sw)), float(math.trunc(o.box[3] * sh))])
+            for o in graph.objects
+        }  # fmt: skip
+    else:
+        objs = {o.id: (o.name, frame.to_original(frame.clip(o.box))) for o in graph.objects}
     triplets = [
-        (
-            objs[r.subject][0],
-            objs[r.subject][1],
-            objs[r.object][0],
-            objs[r.object][1],
-            r.predicate,
-            r.subject,
-            r.object,
-        )
-        for r in parsed.graph.relations
-    ]
-    return PredGraph(triplets)
+        (objs[r.subject][0], objs[r.subject][1], objs[r.object][0], objs[r.object][1], r.predicate, r.subject, r.object)
+        for r in graph.relations
+    ]  # fmt: skip
+    issues = set(parsed.issues)
+    placeholder = (
+        not graph.objects
+        or bool(issues & _R1SGG_REJECTS)
+        or (not graph.relations and not issues & _DROPPED_RELATIONS)  # an empty list: pred_rels[0] fails
+    )
+    return PredGraph(triplets, objects=list(objs.values()), object_ids=list(objs), placeholder=placeholder)
+
+
+_NUMBERS = (int, float)
 
 
 def _is_box(value: Any) -> bool:
+    if type(value) is list and len(value) == 4:  # the common case, without a generator
+        a, b, c, d = value
+        if type(a) in _NUMBERS and type(b) in _NUMBERS and type(c) in _NUMBERS and type(d) in _NUMBERS:
+            return True
     return (
         isinstance(value, (list, tuple))
         and len(value) == 4
@@ -123,7 +245,14 @@ def from_r1sgg(entry: dict[str, Any], predicates: Sequence[str], objects: Sequen
     names = list(entry.get("names") or [])
     labels = list(entry.get("labels") or [])
     if names == ["unknown"] and labels in ([0], [0.0]):
-        return PredGraph(error="r1sgg_placeholder")
+        return PredGraph(error="r1sgg_placeholder", placeholder=True)
+    boxes_all = entry.get("boxes") or []
+    if not names:  # class indices into the vocabulary (1-based; 0 is background)
+        names = [objects[int(c) - 1] if 0 < int(c) <= len(objects) else "unknown" for c in labels
+                 if isinstance(c, (int, float))]  # fmt: skip
+    kept = [(str(n), b) for n, b in zip(names, boxes_all, strict=False) if _is_box(b)]
+    objects_out = [(name_of(n), [float(v) for v in b]) for n, b in kept]
+    object_ids = [n for n, _ in kept]
     tuples = entry.get("relation_tuples")
     if tuples is not None:
         out = []
@@ -133,15 +262,15 @@ def from_r1sgg(entry: dict[str, Any], predicates: Sequence[str], objects: Sequen
                 out.append(
                     (
                         name_of(s),
-                        [float(v) for v in t[1]],
+                        t[1],  # checked by _is_box: four numbers (arrays convert them later)
                         name_of(o),
-                        [float(v) for v in t[3]],
+                        t[3],
                         str(t[-1]),
                         s,
                         o,
                     )
                 )
-        return PredGraph(out)
+        return PredGraph(out, objects=objects_out, object_ids=object_ids)
     graph = entry.get("graph") or {}
     boxes = graph.get("pred_boxes", entry.get("boxes")) or []
     classes = graph.get("pred_boxes_class", labels) or []
@@ -164,7 +293,7 @@ def from_r1sgg(entry: dict[str, Any], predicates: Sequence[str], objects: Sequen
             )  # fmt: skip
         except (TypeError, ValueError, IndexError):
             continue
-    return PredGraph(out)
+    return PredGraph(out, objects=objects_out, object_ids=object_ids)
 
 
 def to_pred_graph(
@@ -177,6 +306,7 @@ def to_pred_graph(
     image_size: Any = None,
     min_pixels: int | None = None,
     max_pixels: int | None = None,
+    r1sgg: bool = False,
 ) -> PredGraph:
     """Any prediction record (completion string, our record, R1-SGG entry) -> :class:`PredGraph`."""
     if isinstance(record, str):
@@ -198,4 +328,4 @@ def to_pred_graph(
     text = record["completion"]
     if not isinstance(text, str):
         text = str(text)
-    return from_completion(text, family, orig, resized, min_pixels, max_pixels)
+    return from_completion(text, family, orig, resized, min_pixels, max_pixels, r1sgg=r1sgg)

@@ -20,27 +20,22 @@ SFT targets — using the ``image_sizes`` / ``original_image_sizes`` columns the
 from __future__ import annotations
 
 import math
-import re
-import warnings
-from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from r1vision.tasks.base import RewardFunc, RewardSpec
 from r1vision.tasks.common import column as _column
-from r1vision.tasks.common import completion_text
 from r1vision.tasks.common import named as _named
 from r1vision.tasks.common import unit as _unit
-from r1vision.tasks.group_filter import select_groups_by_std  # noqa: F401 - re-exported
-from r1vision.tasks.sgg.boxes import BoxFrame, box_frame
-from r1vision.tasks.sgg.labels import LabelSimilarity, Similarity, normalize_object, normalize_predicate
-from r1vision.tasks.sgg.matching import gt_graph, match_objects
-from r1vision.tasks.sgg.parse import ParseResult, parse_scene_graph
+from r1vision.tasks.group_filter import select_groups_by_std
+from r1vision.tasks.sgg.parse import ParseResult, find_block, parse_scene_graph, safe_text
+from r1vision.tasks.sgg.scorer import GraphScores, SGGScorer, _size
 
-_STRICT_RE = re.compile(r"^\s*(<think>.*?</think>\s*)?<answer>.*?</answer>\s*$", re.S)
+# re-exported: older imports name them here
+__all__ = ["GraphScores", "SGGScorer", "_column", "_named", "_size", "_unit", "select_groups_by_std"]
+
 # Issues meaning some emitted object or relation was dropped (as opposed to packaging problems).
 _CONTENT_ISSUES = {
     "invalid_object",
@@ -55,15 +50,32 @@ _CONTENT_ISSUES = {
     "too_many_objects",
     "too_many_relations",
 }
+# A ```json fence filling the answer is R1-SGG's shape (its prompts and checkpoints write it): not a flaw.
+_STRICT_OK_ISSUES = {"fenced"}
+
+
+def _strict_shape(text: str) -> tuple[bool, bool]:
+    """(``[<think>..</think>] <answer>..</answer>`` with only whitespace around, a think block leads)."""
+    body = text.strip()
+    think = False
+    if body.startswith("<think>"):
+        block = find_block(body, "<think>", "</think>")
+        if block is None:
+            return False, False
+        body, think = body[block[1] :].lstrip(), True
+    if not body.startswith("<answer>"):
+        return False, think
+    block = find_block(body, "<answer>", "</answer>")
+    return block is not None and block[1] == len(body), think
 
 
 def format_score(text: str, parsed: ParseResult, strict: bool = True, require_think: bool = False) -> float:
     """Format reward of one completion (see module docstring)."""
     if strict:
-        if not parsed.ok or parsed.issues or not parsed.graph.objects:
+        if not parsed.ok or set(parsed.issues) - _STRICT_OK_ISSUES or not parsed.graph.objects:
             return 0.0
-        m = _STRICT_RE.match(text)
-        if m is None or (require_think and not m.group(1)):
+        shaped, think = _strict_shape(text)
+        if not shaped or (require_think and not think):
             return 0.0
         return 1.0
     score = 0.25 * parsed.tagged
@@ -76,172 +88,17 @@ def format_score(text: str, parsed: ParseResult, strict: bool = True, require_th
     return float(score)
 
 
-@dataclass(frozen=True)
-class GraphScores:
-    node: float = 0.0
-    box: float = 0.0
-    edge: float = 0.0
-    edge_hard: float = 0.0
-
-
-def _size(entry: Any) -> tuple[float, float] | None:
-    """``[w, h]`` or ``[[w, h], ...]`` (one per image: the first is used) -> (w, h)."""
-    try:
-        if entry is None:
-            return None
-        first = entry[0]
-        if isinstance(first, (list, tuple)):
-            first, second = first[0], first[1]
-        else:
-            second = entry[1]
-        w, h = float(first), float(second)
-        return (w, h) if w > 0 and h > 0 else None
-    except (TypeError, IndexError, ValueError, KeyError):
-        return None
-
-
-class SGGScorer:
-    """Computes node/box/edge scores of completions; caches results so the reward functions share work."""
-
-    def __init__(
-        self,
-        model_family: str,
-        *,
-        w_label: float = 1.0,
-        w_giou: float = 1.0,
-        w_l1: float = 1.0,
-        iou_threshold: float = 0.5,
-        object_similarity: Similarity | None = None,
-        predicate_similarity: Similarity | None = None,
-        min_pixels: int | None = None,
-        max_pixels: int | None = None,
-        cache_size: int = 4096,
-    ) -> None:
-        box_frame(model_family, (1, 1))  # fail fast on an unknown family
-        self.model_family = model_family
-        self.w_label, self.w_giou, self.w_l1 = w_label, w_giou, w_l1
-        self.iou_threshold = iou_threshold
-        self.object_sim = object_similarity or LabelSimilarity()
-        self.predicate_sim = predicate_similarity or LabelSimilarity(head_credit=0.0, predicate=True)
-        self.min_pixels, self.max_pixels = min_pixels, max_pixels
-        self._cache: OrderedDict[tuple, GraphScores] = OrderedDict()
-        self._cache_size = cache_size
-        self._warned = False
-
-    def frame(self, original_size: Any, image_size: Any, gt_boxes: np.ndarray) -> BoxFrame:
-        orig, resized = _size(original_size), _size(image_size)
-        if orig is None and resized is not None:
-            orig = resized  # no resize recorded: the model saw the original
-        if orig is None:
-            if not self._warned:
-                warnings.warn(
-                    "SGG rewards got no image sizes; treating GT boxes as model-frame", stacklevel=3
-                )
-                self._warned = True
-            extent = float(gt_boxes.max()) if gt_boxes.size else 1.0
-            return BoxFrame(
-                "identity", max(extent, 1.0), max(extent, 1.0), max(extent, 1.0), max(extent, 1.0)
-            )
-        return box_frame(self.model_family, orig, resized, self.min_pixels, self.max_pixels)
-
-    def score(
-        self, text: str, objects: Any, relationships: Any, original_size: Any, image_size: Any
-    ) -> GraphScores:
-        key = (text, str(objects), str(relationships), str(original_size), str(image_size))
-        if key in self._cache:
-            self._cache.move_to_end(key)
-            return self._cache[key]
-        try:
-            value = self._score(parse_scene_graph(text), objects, relationships, original_size, image_size)
-        except Exception as exc:  # bad model text is handled in _score; this guards odd columns
-            warnings.warn(
-                f"SGG reward failed on a row ({type(exc).__name__}: {exc}); scoring 0", stacklevel=2
-            )
-            value = GraphScores()
-        self._cache[key] = value
-        if len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
-        return value
-
-    def _score(
-        self, parsed: ParseResult, objects: Any, relationships: Any, orig: Any, resized: Any
-    ) -> GraphScores:
-        gt = gt_graph(objects, relationships)
-        if not parsed.ok:
-            return GraphScores()
-        graph = parsed.graph
-        frame = self.frame(orig, resized, gt.boxes)
-        gt_boxes = np.asarray([frame.to_model(b) for b in gt.boxes], dtype=np.float64).reshape(-1, 4)
-        pred_boxes = np.asarray([frame.clip(o.box) for o in graph.objects], dtype=np.float64).reshape(-1, 4)
-        pred_names = [o.name for o in graph.objects]
-        n_gt = len(gt.ids)
-        if n_gt == 0:
-            node = box = float(not graph.objects)
-        m = match_objects(
-            pred_names,
-            pred_boxes,
-            gt.names,
-            gt_boxes,
-            frame,
-            self.object_sim,
-            self.w_label,
-            self.w_giou,
-            self.w_l1,
-        )
-        quality: dict[int, tuple[int, float]] = {}  # gt index -> (pred index, q)
-        if n_gt:
-            node_sum = box_sum = 0.0
-            for pi, gi in m.pairs:
-                box_term = 0.5 * (m.iou[pi, gi] + math.exp(-m.l1[pi, gi]))
-                node_sum += m.label_sim[pi, gi]
-                box_sum += box_term
-                quality[gi] = (pi, m.label_sim[pi, gi] * box_term)
-            node, box = node_sum / n_gt, box_sum / n_gt
-
-        if not gt.relations:
-            flag = float(not graph.relations)
-            return GraphScores(_unit(node), _unit(box), flag, flag)
-        gt_index = {gid: i for i, gid in enumerate(gt.ids)}
-        pred_index = {o.id: i for i, o in enumerate(graph.objects)}
-        by_pair: dict[tuple[int, int], list[str]] = {}
-        for r in graph.relations:
-            by_pair.setdefault((pred_index[r.subject], pred_index[r.object]), []).append(r.predicate)
-        pred_triplets = [
-            (normalize_object(graph.objects[pred_index[r.subject]].name), normalize_predicate(r.predicate),
-             normalize_object(graph.objects[pred_index[r.object]].name), pred_index[r.subject], pred_index[r.object])
-            for r in graph.relations
-        ]  # fmt: skip
-        iou_all = m.iou if m.iou.size else np.zeros((len(graph.objects), n_gt))
-        soft = hard = 0.0
-        for s, p, o in gt.relations:
-            si, oi = gt_index.get(s), gt_index.get(o)
-            if si is None or oi is None:
-                continue
-            if si in quality and oi in quality:
-                (ps, qs), (po, qo) = quality[si], quality[oi]
-                best = max((self.predicate_sim(pp, p) for pp in by_pair.get((ps, po), [])), default=0.0)
-                soft += best * qs * qo
-            key = (normalize_object(gt.names[si]), normalize_predicate(p), normalize_object(gt.names[oi]))
-            for ns, np_, no, ps, po in pred_triplets:
-                if (
-                    (ns, np_, no) == key
-                    and iou_all[ps, si] >= self.iou_threshold
-                    and iou_all[po, oi] >= self.iou_threshold
-                ):
-                    hard += 1.0
-                    break
-        n_rel = len(gt.relations)
-        return GraphScores(_unit(node), _unit(box), _unit(soft / n_rel), _unit(hard / n_rel))
-
-
-def format_reward(strict: bool = True, require_think: bool = False, name: str = "format") -> RewardFunc:
-    """Format reward function (strict or lenient), in [0, 1]."""
+def format_reward(
+    strict: bool = True, require_think: bool = False, name: str = "format", scorer: SGGScorer | None = None
+) -> RewardFunc:
+    """Format reward function (strict or lenient), in [0, 1]; ``scorer`` shares its parse cache."""
+    parse = scorer.parse if scorer is not None else parse_scene_graph
 
     def reward(prompts: Any, completions: Sequence[Any], **kwargs: Any) -> list[float]:
         out = []
         for c in completions:
-            text = completion_text(c)
-            out.append(_unit(format_score(text, parse_scene_graph(text), strict, require_think)))
+            text = safe_text(c)
+            out.append(_unit(format_score(text, parse(text), strict, require_think)))
         return out
 
     return _named(reward, name)
@@ -255,7 +112,7 @@ def graph_reward(scorer: SGGScorer, field: str, name: str | None = None) -> Rewa
         objs, rels = _column(kwargs, "objects", n), _column(kwargs, "relationships", n)
         orig, sizes = _column(kwargs, "original_image_sizes", n), _column(kwargs, "image_sizes", n)
         return [
-            getattr(scorer.score(completion_text(c), objs[i], rels[i], orig[i], sizes[i]), field)
+            getattr(scorer.score(safe_text(c), objs[i], rels[i], orig[i], sizes[i]), field)
             for i, c in enumerate(completions)
         ]
 
@@ -315,6 +172,39 @@ def with_warmup(func: RewardFunc, warmup_steps: int) -> RewardFunc:
 
 DEFAULT_WEIGHTS = {"format": 1.0, "node": 1.0, "box": 1.0, "edge": 1.0, "edge_hard": 0.0}
 
+# Named reward settings. "r1sgg" is R1-SGG's (open_r1/grpo.py): reward weights format 1, node 2, box 2,
+# edge 5 (FORMAT/NODE/NODE/EDGE_REWARD_WEIGHT); matching cost 1·(1 - label sim) + 2·(1 - GIoU) + 5·L1
+# (SEM/IOU/BOX_L1_WEIGHT); box term (2·IoU + 5·exp(-L1)) / 7. What stays r1vision's own: label similarity
+# is rule-based (R1-SGG uses spaCy word vectors), the edge reward is the soft recall defined above, and the
+# strict format reward does not require <think> (pass require_think=True for R1-SGG's pattern).
+PRESETS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "r1sgg": {
+        "weights": {"format": 1.0, "node": 2.0, "box": 2.0, "edge": 5.0, "edge_hard": 0.0},
+        "w_label": 1.0,
+        "w_giou": 2.0,
+        "w_l1": 5.0,
+        "box_iou_weight": 2.0,
+        "box_l1_weight": 5.0,
+    },
+}
+
+
+def preset_options(preset: str | None, **overrides: Any) -> dict[str, Any]:
+    """The options of a named preset with ``overrides`` (not None) applied on top."""
+    name = preset or "default"
+    if name not in PRESETS:
+        raise ValueError(f"unknown SGG reward preset {name!r}; known: {sorted(PRESETS)}")
+    opts = {k: dict(v) if isinstance(v, dict) else v for k, v in PRESETS[name].items()}
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        if key == "weights":
+            opts["weights"] = {**opts.get("weights", {}), **value}
+        else:
+            opts[key] = value
+    return opts
+
 
 def make_rewards(
     model_family: str,
@@ -325,19 +215,24 @@ def make_rewards(
     group_size: int | None = None,
     warmup_steps: int = 0,
     warmup_rewards: Sequence[str] = ("node", "box", "edge", "edge_hard"),
+    preset: str | None = None,
     **scorer_kwargs: Any,
 ) -> list[RewardSpec]:
     """The SGG reward set for ``model_family``; ``scorer_kwargs`` go to :class:`SGGScorer`.
 
-    ``group_size`` enables per-reward group normalisation; ``warmup_steps`` ramps ``warmup_rewards``.
+    ``preset`` (a key of :data:`PRESETS`, e.g. ``"r1sgg"``) supplies weights and matching options;
+    explicit arguments override it. ``group_size`` enables per-reward group normalisation;
+    ``warmup_steps`` ramps ``warmup_rewards``.
     """
+    opts = preset_options(preset, weights=weights, **scorer_kwargs)
+    weights = opts.pop("weights", None)
     w = dict(DEFAULT_WEIGHTS)
     unknown = set(weights or {}) - set(w)
     if unknown:
         raise ValueError(f"unknown SGG reward(s) {sorted(unknown)}; known: {sorted(w)}")
     w.update(weights or {})
-    scorer = SGGScorer(model_family, **scorer_kwargs)
-    funcs: dict[str, RewardFunc] = {"format": format_reward(strict_format, require_think)}
+    scorer = SGGScorer(model_family, **opts)
+    funcs: dict[str, RewardFunc] = {"format": format_reward(strict_format, require_think, scorer=scorer)}
     for field in ("node", "box", "edge", "edge_hard"):
         funcs[field] = graph_reward(scorer, field)
     specs = []

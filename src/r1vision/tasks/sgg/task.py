@@ -66,13 +66,28 @@ class SGGOptions:
     compat: Literal["r1sgg"] | None = field(
         default=None, metadata=_help("eval: reproduce R1-SGG's evaluator")
     )
+    preset: Literal["default", "r1sgg"] | None = field(
+        default=None,
+        metadata=_help("reward settings by name: r1sgg = R1-SGG's weights 1/2/2/5, matching 1/2/5"),
+    )
+    reward_set: Literal["graph", "f1"] = field(
+        default="graph", metadata=_help("graph: format/node/box/edge/edge_hard; f1: format/node_f1/edge_f1")
+    )
+    box_iou_weight: float | None = field(default=None, metadata=_help("box reward: IoU weight (default 1)"))
+    box_l1_weight: float | None = field(
+        default=None, metadata=_help("box reward: exp(-L1) weight (default 1)")
+    )
+    export_r1sgg: str | None = field(
+        default=None, metadata=_help("eval: also write the predictions as R1-SGG's sgg_pred_results.json")
+    )
 
 
 _REWARD_OPTIONS = (
     "weights", "strict_format", "require_think", "group_size", "warmup_steps", "warmup_rewards",
     "w_label", "w_giou", "w_l1", "iou_threshold", "object_similarity", "predicate_similarity",
-    "min_pixels", "max_pixels",
+    "min_pixels", "max_pixels", "preset", "box_iou_weight", "box_l1_weight",
 )  # fmt: skip
+_F1_OPTIONS = ("weights", "strict_format", "require_think", "iou_threshold", "min_pixels", "max_pixels")
 
 
 class SGGTask(Task):
@@ -127,11 +142,17 @@ class SGGTask(Task):
         )
 
     def rewards(self, **kwargs: Any) -> list[RewardSpec]:
-        """``format``, ``node``, ``box``, ``edge``, ``edge_hard``; options of :func:`make_rewards`."""
+        """``format``, ``node``, ``box``, ``edge``, ``edge_hard`` (options of :func:`make_rewards`, e.g.
+        ``preset="r1sgg"``), or with ``reward_set="f1"`` the F1 set ``format``, ``node_f1``, ``edge_f1``
+        (:func:`f1_rewards`). From the CLI: ``--task_options '{"preset": "r1sgg"}'``."""
         self.check_options(kwargs)
         family = kwargs.pop("model_family", None)
         if family is None:
             raise ValueError("SGG rewards need model_family (it fixes the box frame the model answers in)")
+        if kwargs.pop("reward_set", "graph") == "f1":
+            from r1vision.tasks.sgg.f1 import f1_rewards
+
+            return f1_rewards(family, **{k: v for k, v in kwargs.items() if k in _F1_OPTIONS})
         return make_rewards(family, **{k: v for k, v in kwargs.items() if k in _REWARD_OPTIONS})
 
     def completion_text(self, row: dict[str, Any], **kwargs: Any) -> str:
@@ -176,7 +197,9 @@ class SGGTask(Task):
 
     def evaluate_files(self, gt: str, pred: str, split: str = "val", **kwargs: Any) -> EvalResult:
         """``r1vision eval sgg``: GT by Hub id or local copy (no images needed); predictions from
-        ``r1vision infer`` (folder or jsonl) or R1-SGG's ``sgg_pred_results.json``."""
+        ``r1vision infer`` (folder or jsonl) or R1-SGG's ``sgg_pred_results.json``. Option
+        ``export_r1sgg=PATH`` (``--options '{"export_r1sgg": "preds.json"}'``) also writes the predictions
+        in R1-SGG's format (:mod:`export`)."""
         records: list[dict[str, Any]] = []
         vocab = kwargs.get("vocab") or str(_local_vocab(gt) or self.default_vocab)
         metrics = evaluate_sgg(
@@ -190,6 +213,11 @@ class SGGTask(Task):
             split=split,
             records=records,
         )
+        if kwargs.get("export_r1sgg"):
+            from r1vision.tasks.sgg.export import export_r1sgg
+
+            export_r1sgg(gt, pred, kwargs["export_r1sgg"], vocab=vocab, model_family=kwargs.get("model_family"),
+                         min_pixels=kwargs.get("min_pixels"), max_pixels=kwargs.get("max_pixels"), split=split)  # fmt: skip
         return EvalResult(metrics=metrics, records=records)
 
 

@@ -1,0 +1,419 @@
+"""One scorer for every SGG reward: soft matching scores (``node``/``box``/``edge``/``edge_hard``) and F1.
+
+Work shared by the rewards of one completion is done once: the completion is parsed once (cache keyed by
+its text), the ground truth of a row is converted to the model frame once (cache keyed by the columns),
+and each score set is cached per (text, row). Label comparisons run on integer codes of normalised labels
+and the relation scores are boolean matrices, so a 20-object / 30-relation answer costs a handful of
+numpy calls plus one ``linear_sum_assignment``. Summations keep the order of the straightforward loops,
+so values are bit-identical to them (``tests/test_sgg_reward_golden.py``).
+
+Scores (all in [0, 1]; see :mod:`rewards` and :mod:`f1` for the definitions):
+
+- :meth:`SGGScorer.score` -> :class:`GraphScores` (Hungarian matching on label/GIoU/L1 cost);
+- :meth:`SGGScorer.f1` -> :class:`GraphF1` (matching that maximises label-and-IoU true positives).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+from r1vision.tasks.common import unit as _unit
+from r1vision.tasks.sgg.boxes import BoxFrame, box_frame
+from r1vision.tasks.sgg.labels import LabelSimilarity, Similarity, normalize_object, normalize_predicate
+from r1vision.tasks.sgg.matching import gt_graph
+from r1vision.tasks.sgg.parse import ParseResult, parse_scene_graph
+
+
+@dataclass(frozen=True)
+class GraphScores:
+    """Soft scores of one completion (see :mod:`rewards`)."""
+
+    node: float = 0.0
+    box: float = 0.0
+    edge: float = 0.0
+    edge_hard: float = 0.0
+
+
+@dataclass(frozen=True)
+class GraphF1:
+    """F1 scores of one prediction and the counts behind them (see :mod:`f1`)."""
+
+    object_f1: float = 0.0
+    relation_f1: float = 0.0
+    object_tp: int = 0
+    relation_tp: int = 0
+    num_pred_objects: int = 0
+    num_pred_relations: int = 0
+
+    @property
+    def exact(self) -> bool:
+        return self.object_f1 == 1.0 and self.relation_f1 == 1.0
+
+
+def _size(entry: Any) -> tuple[float, float] | None:
+    """``[w, h]`` or ``[[w, h], ...]`` (one per image: the first is used) -> (w, h)."""
+    try:
+        if entry is None:
+            return None
+        first = entry[0]
+        if isinstance(first, (list, tuple)):
+            first, second = first[0], first[1]
+        else:
+            second = entry[1]
+        w, h = float(first), float(second)
+        return (w, h) if w > 0 and h > 0 else None
+    except (TypeError, IndexError, ValueError, KeyError):
+        return None
+
+
+def _f1(tp: int, n_pred: int, n_gt: int) -> float:
+    return 1.0 if n_pred + n_gt == 0 else 2.0 * tp / (n_pred + n_gt)
+
+
+def _codes(table: dict[str, int], labels: list[str] | tuple[str, ...]) -> np.ndarray:
+    setdefault = table.setdefault
+    return np.array([setdefault(x, len(table)) for x in labels], dtype=np.int64)
+
+
+def _lookup(table: dict[str, int], labels: list[str]) -> np.ndarray:
+    get = table.get
+    return np.array([get(x, -1) for x in labels], dtype=np.int64)
+
+
+def _geometry(a: np.ndarray, b: np.ndarray, area_b: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
+    """IoU, GIoU and L1 matrices of boxes ``a`` (P x 4) and ``b`` (G x 4).
+
+    The operations of :func:`boxes.pairwise_iou_giou` and :func:`boxes.pairwise_l1` on the same numbers
+    in the same order (identical values), with x and y handled together: half the numpy calls.
+    """
+    lo, hi = a[:, None, :2], a[:, None, 2:]
+    blo, bhi = b[None, :, :2], b[None, :, 2:]
+    wh = np.maximum(np.minimum(hi, bhi) - np.maximum(lo, blo), 0.0)
+    inter = wh[..., 0] * wh[..., 1]
+    if area_b is None:
+        area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+    union = ((a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1]))[:, None] + area_b[None, :] - inter
+    # x / inf = 0 stands in for "0 where the denominator is not positive" (no warnings, same values)
+    iou = inter / np.where(union > 0, union, np.inf)
+    span = np.maximum(hi, bhi) - np.minimum(lo, blo)
+    hull = span[..., 0] * span[..., 1]
+    giou = iou - (hull - union) / np.where(hull > 0, hull, np.inf)
+    l1 = np.abs(a[:, None, :] - b[None, :, :]).sum(-1)
+    return iou, giou, l1
+
+
+def _head(label: str) -> str:
+    words = label.split()
+    return words[-1] if words else ""
+
+
+@dataclass(frozen=True)
+class _GT:
+    """Ground truth of one row in the model frame, with everything the scores need precomputed."""
+
+    frame: BoxFrame | None
+    n: int
+    names: tuple[str, ...]
+    norm: tuple[str, ...]  # normalize_object of the names
+    boxes: np.ndarray  # model-frame boxes (G x 4)
+    scaled: np.ndarray  # boxes / frame extent (for IoU/GIoU/L1)
+    rel_s: np.ndarray  # GT relations whose ids exist: subject index, object index, raw predicate
+    rel_o: np.ndarray
+    rel_p: tuple[str, ...]
+    n_rel: int  # all GT relations, including ones naming unknown ids (they count in the denominator)
+    f1_rels: frozenset  # {(s, normalised predicate, o)} for F1
+    name_codes: np.ndarray  # codes of ``norm`` in the scorer's GT label table
+    head_codes: np.ndarray  # codes of their head nouns (last word)
+    pred_codes: np.ndarray  # codes of the normalised predicates of the known relations
+    area: np.ndarray  # areas of ``scaled``
+
+
+class _LRU(OrderedDict):
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = size
+
+    def put(self, key: Any, value: Any) -> Any:
+        self[key] = value
+        if len(self) > self.size:
+            self.popitem(last=False)
+        return value
+
+
+class SGGScorer:
+    """Scores completions against ground-truth columns as TRL's reward functions receive them."""
+
+    def __init__(
+        self,
+        model_family: str,
+        *,
+        w_label: float = 1.0,
+        w_giou: float = 1.0,
+        w_l1: float = 1.0,
+        box_iou_weight: float = 1.0,
+        box_l1_weight: float = 1.0,
+        iou_threshold: float = 0.5,
+        object_similarity: Similarity | None = None,
+        predicate_similarity: Similarity | None = None,
+        min_pixels: int | None = None,
+        max_pixels: int | None = None,
+        cache_size: int = 4096,
+    ) -> None:
+        box_frame(model_family, (1, 1))  # fail fast on an unknown family
+        if box_iou_weight < 0 or box_l1_weight < 0 or box_iou_weight + box_l1_weight <= 0:
+            raise ValueError("box_iou_weight and box_l1_weight must be >= 0 with a positive sum")
+        self.model_family = model_family
+        self.w_label, self.w_giou, self.w_l1 = w_label, w_giou, w_l1
+        self.box_iou_weight, self.box_l1_weight = float(box_iou_weight), float(box_l1_weight)
+        self.iou_threshold = iou_threshold
+        self.object_sim = object_similarity or LabelSimilarity()
+        self.predicate_sim = predicate_similarity or LabelSimilarity(head_credit=0.0, predicate=True)
+        self.min_pixels, self.max_pixels = min_pixels, max_pixels
+        self._parsed = _LRU(cache_size)
+        self._gt = _LRU(max(64, cache_size // 4))
+        self._scores = _LRU(cache_size)
+        self._f1 = _LRU(cache_size)
+        # Codes of GT labels (names, " " + head nouns, "\0" + predicates: one table, no collisions);
+        # predicted labels are looked up, and absent ones get -1, which equals no GT code.
+        self._labels: dict[str, int] = {"": -2}
+        self._warned = False
+
+    # -- shared pieces ------------------------------------------------------------------------------------
+
+    def parse(self, text: str) -> ParseResult:
+        """:func:`parse_scene_graph` of ``text``, parsed once however many rewards ask."""
+        parsed = self._parsed.get(text)
+        if parsed is None:
+            parsed = self._parsed.put(text, parse_scene_graph(text))
+        else:
+            self._parsed.move_to_end(text)
+        return parsed
+
+    def frame(self, original_size: Any, image_size: Any, gt_boxes: np.ndarray) -> BoxFrame:
+        """The model frame of a row; without sizes, GT boxes are taken as model-frame (with a warning)."""
+        orig, resized = _size(original_size), _size(image_size)
+        if orig is None and resized is not None:
+            orig = resized  # no resize recorded: the model saw the original
+        if orig is None:
+            if not self._warned:
+                warnings.warn(
+                    "SGG rewards got no image sizes; treating GT boxes as model-frame", stacklevel=3
+                )
+                self._warned = True
+            extent = max(float(gt_boxes.max()) if gt_boxes.size else 1.0, 1.0)
+            return BoxFrame("identity", extent, extent, extent, extent)
+        return box_frame(self.model_family, orig, resized, self.min_pixels, self.max_pixels)
+
+    def _ground_truth(self, objects: Any, relationships: Any, orig: Any, resized: Any, sized: bool) -> _GT:
+        key = (_key(objects), _key(relationships), _key(orig), _key(resized), sized)
+        hit = self._gt.get(key)
+        if hit is not None:
+            return hit
+        gt = gt_graph(objects, relationships)
+        if sized:  # F1 needs real sizes: no identity fallback
+            o, r = _size(orig), _size(resized)
+            o = o or r
+            frame = box_frame(self.model_family, o, r, self.min_pixels, self.max_pixels) if o else None
+        else:
+            frame = self.frame(orig, resized, gt.boxes)
+        n = len(gt.ids)
+        boxes = np.zeros((n, 4))
+        scaled = boxes
+        if frame is not None and n:
+            # BoxFrame.to_model, vectorised: same products, same half-to-even rounding, same clipping.
+            scale = np.array([frame.sx, frame.sy, frame.sx, frame.sy])
+            lim = np.array([frame.width, frame.height, frame.width, frame.height])
+            boxes = np.minimum(np.maximum(np.round(gt.boxes * scale), 0), lim)
+            scaled = boxes / lim
+        index = {gid: i for i, gid in enumerate(gt.ids)}
+        known = [(index[s], p, index[o]) for s, p, o in gt.relations if s in index and o in index]
+        norm = tuple(normalize_object(x) for x in gt.names)
+        if len(self._labels) > 200_000:  # GT vocabularies are small; this only bounds a pathological one
+            self._labels.clear()
+            self._gt.clear()
+        value = _GT(
+            frame=frame,
+            n=n,
+            names=gt.names,
+            norm=norm,
+            boxes=boxes,
+            scaled=scaled,
+            rel_s=np.array([k[0] for k in known], dtype=np.int64),
+            rel_o=np.array([k[2] for k in known], dtype=np.int64),
+            rel_p=tuple(k[1] for k in known),
+            n_rel=len(gt.relations),
+            # only the F1 scores need it (they ask with sized=True)
+            f1_rels=frozenset((s, normalize_predicate(p), o) for s, p, o in known) if sized else frozenset(),
+            name_codes=_codes(self._labels, norm),
+            head_codes=_codes(self._labels, [" " + _head(x) if x else "" for x in norm]),
+            pred_codes=_codes(self._labels, ["\0" + normalize_predicate(k[1]) for k in known]),
+            area=(scaled[:, 2] - scaled[:, 0]) * (scaled[:, 3] - scaled[:, 1]),
+        )
+        return self._gt.put(key, value)
+
+    def _label_sim(self, pred_names: list[str], pred_norm: list[str], gt: _GT) -> np.ndarray:
+        sim = self.object_sim
+        if type(sim) is not LabelSimilarity or sim._norm is not normalize_object:
+            from r1vision.tasks.sgg.labels import similarity_matrix
+
+            return similarity_matrix(pred_names, list(gt.names), sim)
+        same = _lookup(self._labels, pred_norm)[:, None] == gt.name_codes[None, :]
+        if not sim.head_credit:
+            return same.astype(np.float64)
+        hp = _lookup(self._labels, [" " + _head(x) if x else "" for x in pred_norm])
+        head = (hp[:, None] == gt.head_codes[None, :]) & (hp[:, None] >= 0)
+        return np.where(same, 1.0, np.where(head, sim.head_credit, 0.0))
+
+    # -- soft scores --------------------------------------------------------------------------------------
+
+    def score(
+        self, text: str, objects: Any, relationships: Any, original_size: Any, image_size: Any
+    ) -> GraphScores:
+        """Soft scores of one completion; zeros for an unusable answer or odd columns (never raises)."""
+        key = (text, _key(objects), _key(relationships), _key(original_size), _key(image_size))
+        hit = self._scores.get(key)
+        if hit is not None:
+            return hit
+        try:
+            value = self._score(self.parse(text), objects, relationships, original_size, image_size)
+        except Exception as exc:  # bad model text is handled by the parser; this guards odd columns
+            warnings.warn(
+                f"SGG reward failed on a row ({type(exc).__name__}: {exc}); scoring 0", stacklevel=2
+            )
+            value = GraphScores()
+        return self._scores.put(key, value)
+
+    def _score(
+        self, parsed: ParseResult, objects: Any, relationships: Any, orig: Any, resized: Any
+    ) -> GraphScores:
+        if not parsed.ok:
+            gt_graph(objects, relationships)  # odd GT columns still warn, as they always did
+            return GraphScores()
+        gt = self._ground_truth(objects, relationships, orig, resized, sized=False)
+        graph, frame = parsed.graph, gt.frame
+        n_pred, n_gt = len(graph.objects), gt.n
+        pred_names = [o.name for o in graph.objects]
+        pred_norm = [normalize_object(x) for x in pred_names]
+        node = box = float(not graph.objects) if n_gt == 0 else 0.0
+        match = np.full(n_gt, -1, dtype=np.int64)  # gt index -> matched pred index
+        quality = np.zeros(n_gt)
+        iou_m = np.zeros((n_pred, n_gt))
+        if n_pred and n_gt:
+            lim = np.array([frame.width, frame.height, frame.width, frame.height])
+            pred = np.array([o.box for o in graph.objects], dtype=np.float64)
+            pred = np.minimum(np.maximum(pred, 0.0), lim) / lim  # BoxFrame.clip, then normalise
+            label_sim = self._label_sim(pred_names, pred_norm, gt)
+            iou_m, giou_m, l1_m = _geometry(pred, gt.scaled, gt.area)
+            cost = self.w_label * (1.0 - label_sim) + self.w_giou * (1.0 - giou_m) + self.w_l1 * l1_m
+            if not math.isfinite(cost.sum()):  # only a plugged-in similarity can make it so
+                cost = np.nan_to_num(cost, nan=1e6, posinf=1e6)
+            rows, cols = linear_sum_assignment(cost)
+            a, b = self.box_iou_weight, self.box_l1_weight
+            node_sum = box_sum = 0.0
+            for pi, gi, s, i, d in zip(
+                rows.tolist(), cols.tolist(), label_sim[rows, cols].tolist(), iou_m[rows, cols].tolist(),
+                l1_m[rows, cols].tolist(), strict=True,
+            ):  # fmt: skip
+                term = 0.5 * (i + math.exp(-d)) if a == b else (a * i + b * math.exp(-d)) / (a + b)
+                node_sum += s
+                box_sum += term
+                match[gi], quality[gi] = pi, s * term
+            node, box = node_sum / n_gt, box_sum / n_gt
+        if gt.n_rel == 0:
+            flag = float(not graph.relations)
+            return GraphScores(_unit(node), _unit(box), flag, flag)
+        if not graph.relations or not len(gt.rel_s):
+            return GraphScores(_unit(node), _unit(box), 0.0, 0.0)
+        pred_index = {o.id: i for i, o in enumerate(graph.objects)}
+        ps = np.array([pred_index[r.subject] for r in graph.relations], dtype=np.int64)
+        po = np.array([pred_index[r.object] for r in graph.relations], dtype=np.int64)
+        pp = _lookup(self._labels, ["\0" + normalize_predicate(r.predicate) for r in graph.relations])
+        gp = gt.pred_codes
+        # soft: the best predicted predicate between the objects matched to a GT relation's ends
+        ms, mo = match[gt.rel_s], match[gt.rel_o]
+        # ps/po are never -1, so equality with ms/mo already means both GT ends are matched
+        pair = (ps[:, None] == ms[None, :]) & (po[:, None] == mo[None, :])
+        same_p = pp[:, None] == gp[None, :]
+        psim_default = type(self.predicate_sim) is LabelSimilarity and not self.predicate_sim.head_credit
+        if psim_default and self.predicate_sim._norm is normalize_predicate:
+            best = (pair & same_p).any(axis=0).astype(np.float64)
+        else:
+            psim = np.array([[self.predicate_sim(r.predicate, p) for p in gt.rel_p] for r in graph.relations])
+            best = np.where(pair, psim, 0.0).max(axis=0)
+        soft = 0.0
+        qs, qo = quality[gt.rel_s], quality[gt.rel_o]
+        for j in np.flatnonzero(best).tolist():
+            soft += best[j] * qs[j] * qo[j]
+        # hard: same normalised labels and both IoUs above the threshold
+        names = _lookup(self._labels, pred_norm)
+        ok = iou_m >= self.iou_threshold
+        hard = (
+            same_p
+            & (names[ps][:, None] == gt.name_codes[gt.rel_s][None, :])
+            & (names[po][:, None] == gt.name_codes[gt.rel_o][None, :])
+            & ok[np.ix_(ps, gt.rel_s)]
+            & ok[np.ix_(po, gt.rel_o)]
+        ).any(axis=0)
+        n_rel = gt.n_rel
+        return GraphScores(_unit(node), _unit(box), _unit(soft / n_rel), _unit(float(hard.sum()) / n_rel))
+
+    # -- F1 -----------------------------------------------------------------------------------------------
+
+    def f1(self, text: str, objects: Any, relationships: Any, original_size: Any, image_size: Any) -> GraphF1:
+        """Object/relation F1 of one completion; zeros when the sizes or the answer are unusable."""
+        key = (text, _key(objects), _key(relationships), _key(original_size), _key(image_size))
+        hit = self._f1.get(key)
+        if hit is not None:
+            return hit
+        gt = self._ground_truth(objects, relationships, original_size, image_size, sized=True)
+        parsed = self.parse(text)
+        value = GraphF1() if gt.frame is None or not parsed.ok else self._graph_f1(parsed, gt)
+        return self._f1.put(key, value)
+
+    def _graph_f1(self, parsed: ParseResult, gt: _GT) -> GraphF1:
+        graph, frame = parsed.graph, gt.frame
+        n_pred, n_gt = len(graph.objects), gt.n
+        pairs: dict[int, int] = {}  # pred index -> gt index, true positives only
+        if n_pred and n_gt:
+            lim = np.array([frame.width, frame.height, frame.width, frame.height])
+            pred = np.minimum(
+                np.maximum(np.array([o.box for o in graph.objects], dtype=np.float64), 0.0), lim
+            )
+            iou_m = np.nan_to_num(_geometry(pred / lim, gt.scaled, gt.area)[0])
+            table: dict[str, int] = {}
+            same = (
+                _codes(table, [normalize_object(o.name) for o in graph.objects])[:, None]
+                == _codes(table, list(gt.norm))[None, :]
+            )
+            hit = same & (iou_m >= self.iou_threshold)
+            # Maximise the number of true positives; IoU only breaks ties between equally many.
+            rows, cols = linear_sum_assignment(-(hit + 1e-3 * iou_m))
+            pairs = {r: c for r, c in zip(rows.tolist(), cols.tolist(), strict=True) if hit[r, c]}
+        pred_index = {o.id: i for i, o in enumerate(graph.objects)}
+        pred_rels = {
+            (pred_index[r.subject], normalize_predicate(r.predicate), pred_index[r.object])
+            for r in graph.relations
+        }
+        rel_tp = sum(
+            1 for s, p, o in pred_rels if s in pairs and o in pairs and (pairs[s], p, pairs[o]) in gt.f1_rels
+        )
+        return GraphF1(
+            _f1(len(pairs), n_pred, n_gt),
+            _f1(rel_tp, len(pred_rels), len(gt.f1_rels)),
+            len(pairs),
+            rel_tp,
+            n_pred,
+            len(pred_rels),
+        )
+
+
+def _key(value: Any) -> Any:
+    """A hashable cache key for a column value: strings as they are, anything else as its ``str``."""
+    return value if value is None or isinstance(value, str) else str(value)
