@@ -11,12 +11,20 @@
 # Environment: NUM_GPUS (default: all visible GPUs), VLLM_MEM (vLLM's share of each GPU, default 0.3),
 # USE_VLLM (default true; false generates with HF), ACCELERATE_CONFIG (default multi_gpu.yaml;
 # deepspeed_zero2.yaml shards optimizer states), MASTER_PORT.
+# No GPU (NUM_GPUS unset and nvidia-smi missing or listing none): one process on the CPU, HF generation.
+# PYTHON: the interpreter with r1vision (default: the checkout's .venv, else the active venv, else
+# python3). Paths are taken relative to the directory you run it from.
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-NUM_GPUS="${NUM_GPUS:-$(nvidia-smi -L 2>/dev/null | wc -l)}"
+source "$(dirname "${BASH_SOURCE[0]}")/../_common.sh"
+NUM_GPUS="$(r1v_num_gpus)"
+if [[ "$NUM_GPUS" -eq 0 ]]; then
+  echo "local_ddp.sh: no GPU found (NUM_GPUS unset, nvidia-smi missing or listing none): one process on the CPU," \
+    "generating with transformers" >&2
+  exec "$PYTHON" -m r1vision.cli grpo --use_cpu true "$@"
+fi
 VLLM_MEM="${VLLM_MEM:-0.3}"
 USE_VLLM="${USE_VLLM:-true}"
-ACCELERATE_CONFIG="${ACCELERATE_CONFIG:-$ROOT/configs/accelerate/multi_gpu.yaml}"
+ACCELERATE_CONFIG="${ACCELERATE_CONFIG:-$R1V_ROOT/configs/accelerate/multi_gpu.yaml}"
 if [[ "$NUM_GPUS" -lt 1 || "$NUM_GPUS" -gt 8 ]]; then
   echo "local_ddp.sh: NUM_GPUS must be 1..8 (got '$NUM_GPUS'); use the sbatch launchers for more" >&2
   exit 2
@@ -25,7 +33,6 @@ VLLM_ARGS=()
 if [[ "$USE_VLLM" == "true" ]]; then
   VLLM_ARGS=(--generation_backend vllm_colocate --vllm_gpu_memory_utilization "$VLLM_MEM")
 fi
-cd "$ROOT"
-exec accelerate launch --config_file "$ACCELERATE_CONFIG" --num_machines 1 --num_processes "$NUM_GPUS" \
+exec "${ACCELERATE[@]}" --config_file "$ACCELERATE_CONFIG" --num_machines 1 --num_processes "$NUM_GPUS" \
   --main_process_port "${MASTER_PORT:-29500}" \
   -m r1vision.cli grpo "${VLLM_ARGS[@]}" "$@"

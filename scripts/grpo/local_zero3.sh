@@ -19,9 +19,18 @@
 # VLLM_TP (1; PER_RANK=0 only), SERVER_ARGS (more `r1vision vllm-serve` flags), DS_CONFIG
 # (configs/deepspeed/zero3.json; zero3_offload.json when it does not fit), HEALTH_TIMEOUT (seconds to wait
 # for the servers, 600), MASTER_PORT.
+# The model must be the first arguments' --model value, as the servers load the same weights.
+# PYTHON: the interpreter with r1vision (default: the checkout's .venv, else the active venv, else python3).
+# Paths are taken relative to the directory you run it from.
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-NUM_GPUS="${NUM_GPUS:-$(nvidia-smi -L 2>/dev/null | wc -l)}"
+source "$(dirname "${BASH_SOURCE[0]}")/../_common.sh"
+ROOT="$R1V_ROOT"
+NUM_GPUS="$(r1v_num_gpus)"
+if [[ "$NUM_GPUS" -eq 0 ]]; then
+  echo "local_zero3.sh: no GPU found (NUM_GPUS unset, nvidia-smi missing or listing none); this layout needs" \
+    "2-8 GPUs (vLLM + ZeRO-3 training). On a CPU use scripts/grpo/local_ddp.sh, which falls back to the CPU." >&2
+  exit 2
+fi
 VLLM_GPUS="${VLLM_GPUS:-1}"
 VLLM_PORT="${VLLM_PORT:-8000}"
 VLLM_MEM="${VLLM_MEM:-0.9}"
@@ -40,9 +49,8 @@ read -r -a EXTRA <<< "${SERVER_ARGS:-}"
 
 SERVER_GPUS=$(seq -s, 0 $((VLLM_GPUS - 1)))
 TRAIN_GPU_IDS=$(seq -s, "$VLLM_GPUS" $((NUM_GPUS - 1)))
-cd "$ROOT"
-TRAIN=(accelerate launch --config_file "$ROOT/configs/accelerate/deepspeed_zero3.yaml"
-  --deepspeed_config_file "$DS_CONFIG" --num_machines 1 --num_processes "$TRAIN_GPUS"
+TRAIN=("${ACCELERATE[@]}" --use_deepspeed --deepspeed_config_file "$DS_CONFIG" --zero3_init_flag true
+  --num_machines 1 --num_processes "$TRAIN_GPUS"
   --main_process_port "${MASTER_PORT:-29500}" -m r1vision.cli grpo)
 
 if [[ "$PER_RANK" == "1" ]]; then

@@ -71,7 +71,7 @@ if [[ "$PER_RANK" == "1" ]]; then
       --gpu-memory-utilization "$VLLM_MEM" --health-timeout "$HEALTH_TIMEOUT" \
       --log-dir "$ROOT/logs/$(hostname)" -- \
       env CUDA_VISIBLE_DEVICES="$(seq -s, "$VLLM_GPUS" $((GPUS_PER_NODE - 1)))" \
-      accelerate launch --config_file configs/accelerate/deepspeed_zero3.yaml \
+      accelerate launch --use_deepspeed --zero3_init_flag true \
       --deepspeed_config_file "$DS_CONFIG" \
       --num_machines "$NNODES" --num_processes $((NNODES * TRAIN_PER_NODE)) \
       --machine_rank "$SLURM_NODEID" --main_process_ip "$MASTER_ADDR" --main_process_port "$MASTER_PORT" \
@@ -108,7 +108,7 @@ done
 
 # Training nodes are 1..N-1; their machine rank is SLURM_NODEID - 1 (expanded on each node).
 srun --nodes="$TRAIN_NODES" --relative=1 "${STEP[@]}" bash -c '
-  exec accelerate launch --config_file configs/accelerate/deepspeed_zero3.yaml \
+  exec accelerate launch --use_deepspeed --zero3_init_flag true \
     --deepspeed_config_file "$DS_CONFIG" \
     --num_machines "$TRAIN_NODES" --num_processes $((TRAIN_NODES * GPUS_PER_NODE)) \
     --machine_rank $((SLURM_NODEID - 1)) --main_process_ip "$MASTER_ADDR" --main_process_port "$MASTER_PORT" \
