@@ -33,13 +33,14 @@ image has a zero-shot GT relation.
 
 from __future__ import annotations
 
+import functools
 import gc
 import itertools
 import warnings
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
@@ -49,6 +50,8 @@ from r1vision.tasks.sgg.categories import load_vocabulary, zero_shot_triplets
 from r1vision.tasks.sgg.labels import normalize_object, normalize_predicate
 from r1vision.tasks.sgg.matching import gt_graph
 from r1vision.tasks.sgg.predictions import LazyEntries, PredGraph, read_predictions, to_pred_graph
+
+_T = TypeVar("_T")
 
 KS = (20, 50, 100)
 
@@ -210,6 +213,25 @@ def _iter_gt(gt_rows: Any, split: str) -> Iterable[dict[str, Any]]:
     return gt_rows
 
 
+def _gc_paused(func: Callable[..., _T]) -> Callable[..., _T]:
+    """Run ``func`` with the cyclic garbage collector off (restored afterwards)."""
+
+    # The evaluation loop allocates millions of short-lived, acyclic tuples and arrays; the cyclic garbage
+    # collector would walk all loaded predictions again and again (~25 % of the time at VG150 size).
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> _T:
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return func(*args, **kwargs)
+        finally:
+            if enabled:
+                gc.enable()
+
+    return wrapper
+
+
+@_gc_paused
 def evaluate_sgg(
     gt_rows: Any,
     predictions: Any,
@@ -232,34 +254,6 @@ def evaluate_sgg(
     or a list aligned with ``gt_rows`` (completion strings or records). Per-image details are appended to
     ``records`` when given.
     """
-    # The loop allocates millions of short-lived, acyclic tuples and arrays; the cyclic garbage collector
-    # would walk all loaded predictions again and again (~25 % of the time at VG150 size).
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return _evaluate(gt_rows, predictions, compat, model_family=model_family, min_pixels=min_pixels,
-                         max_pixels=max_pixels, vocab=vocab, predicates=predicates, zero_shot=zero_shot,
-                         ks=ks, split=split, records=records)  # fmt: skip
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def _evaluate(
-    gt_rows: Any,
-    predictions: Any,
-    compat: str | None = None,
-    *,
-    model_family: str | None = None,
-    min_pixels: int | None = None,
-    max_pixels: int | None = None,
-    vocab: str = "vg150",
-    predicates: Sequence[str] | None = None,
-    zero_shot: Iterable[tuple[str, str, str]] | None = None,
-    ks: Sequence[int] = KS,
-    split: str = "val",
-    records: list[dict[str, Any]] | None = None,
-) -> dict[str, float]:
     if compat not in (None, "r1sgg"):
         raise ValueError(f"unknown compat mode {compat!r}; use None or 'r1sgg'")
     is_compat = compat == "r1sgg"
