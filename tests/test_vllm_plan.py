@@ -146,3 +146,27 @@ def test_vllm_serve_runs_vllms_own_server_for_trl_server_mode(tmp_path, monkeypa
     assert cmd[cmd.index("--data-parallel-size") + 1] == "4"
     assert cmd[cmd.index("--tensor-parallel-size") + 1] == "2"  # TRL's NCCL sync handles TP
     assert json.loads(cmd[cmd.index("--weight-transfer-config") + 1]) == {"backend": "nccl"}
+
+
+@pytest.mark.parametrize("mode,per_rank", [("colocate", False), ("server", True)])
+def test_r1vision_backends_refuse_an_overlong_rollout_prompt_before_generating(mode, per_rank):
+    """The shared ``generate`` of the r1vision backends checks lengths first; plain server mode is TRL's."""
+    from r1vision.generation.vllm_trl import backend_class
+
+    backend = object.__new__(backend_class(mode, per_rank))  # no engine: the check comes before any use
+    backend.max_model_length, backend.max_completion_length = 16, 8
+    with pytest.raises(ValueError, match="rollout prompt 1: 9 prompt tokens"):
+        backend.generate([[1] * 8, [1] * 9], None, 1)
+
+
+def test_plain_server_mode_is_trls_generation(monkeypatch):
+    from trl.generation.vllm_generation import VLLMGeneration
+
+    from r1vision.generation.vllm_trl import backend_class
+
+    calls = []
+    monkeypatch.setattr(VLLMGeneration, "generate", lambda self, *args: calls.append(args) or "trl")
+    backend = object.__new__(backend_class("server", False))
+    backend.max_model_length, backend.max_completion_length = 16, 8
+    assert backend.generate([[1] * 9], None, 2) == "trl"  # TRL's own generation, unchanged
+    assert calls == [([[1] * 9], None, 2, None)]

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
-from typing import Any
 
 import torch
 from trl.generation import vllm_generation as trl_vllm_generation
@@ -62,20 +61,13 @@ class ColocateVLLMGeneration(VisionVLLMBase):
         finally:
             trl_vllm_generation.LLM = original
 
-    def generate(
-        self,
-        prompts: list[list[int]],
-        images: list[list | None] | None,
-        num_generations: int,
-        profiler: Any = None,
-    ) -> tuple:
+    def _generate(self, prompts, images, num_generations, profiler, image_token) -> tuple:
         """TRL's colocate generation from unexpanded prompts; checks vLLM's expansion against ours."""
-        self._check_lengths(prompts)
-        image_token = getattr(self.processing_class, "image_token_id", None)
+        trl_generate = super(VisionVLLMBase, self).generate  # TRL's VLLMGeneration.generate
         if images is None or image_token is None:
-            return super().generate(prompts, images, num_generations, profiler)
+            return trl_generate(prompts, images, num_generations, profiler)
         collapsed = [collapse_image_runs(ids, image_token) for ids in prompts]
-        prompt_ids, completion_ids, logprobs, logprob_token_ids = super().generate(
+        prompt_ids, completion_ids, logprobs, logprob_token_ids = trl_generate(
             collapsed, images, num_generations, profiler
         )
         for i, (seen, ours) in enumerate(zip(prompt_ids, prompts, strict=True)):

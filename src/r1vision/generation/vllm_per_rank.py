@@ -39,17 +39,9 @@ class PerRankVLLMGeneration(VisionVLLMBase):
         self._translate_generation_kwargs()
         self.accelerator.wait_for_everyone()
 
-    def generate(
-        self,
-        prompts: list[list[int]],
-        images: list[list | None] | None,
-        num_generations: int,
-        profiler: Any = None,
-    ) -> tuple:
+    def _generate(self, prompts, images, num_generations, profiler, image_token) -> tuple:
         """This process's prompts on its own server: a run of identical prompts (a GRPO group's share on
         this rank) becomes one request with ``n`` = the run's length."""
-        self._check_lengths(prompts)
-        image_token = getattr(self.processing_class, "image_token_id", None)
         runs: list[tuple[int, int]] = []  # (first index, length)
         for i in range(len(prompts)):
             if runs and _same_prompt(prompts, images, runs[-1][0], i):

@@ -73,6 +73,32 @@ class VisionVLLMBase(VLLMGeneration):
             kwargs["logit_bias"] = bias
         self.generation_kwargs = kwargs
 
+    def generate(
+        self,
+        prompts: list[list[int]],
+        images: list[list | None] | None,
+        num_generations: int,
+        profiler: Any = None,
+    ) -> tuple:
+        """A backend that implements :meth:`_generate` gets the prompts after the ``max_model_len`` check,
+        with the processor's image token id; plain server mode is TRL's generation unchanged."""
+        if type(self)._generate is VisionVLLMBase._generate:
+            return super().generate(prompts, images, num_generations, profiler)
+        self._check_lengths(prompts)
+        image_token = getattr(self.processing_class, "image_token_id", None)
+        return self._generate(prompts, images, num_generations, profiler, image_token)
+
+    def _generate(
+        self,
+        prompts: list[list[int]],
+        images: list[list | None] | None,
+        num_generations: int,
+        profiler: Any,
+        image_token: int | None,
+    ) -> tuple:
+        """The backend's generation (see :meth:`generate`); the base class leaves it to TRL."""
+        raise NotImplementedError
+
     def _check_lengths(self, prompts: list[list[int]]) -> None:
         """A prompt plus a full completion must fit ``max_model_len``, else vLLM cuts completions short."""
         limit = self.max_model_length
