@@ -30,6 +30,7 @@ import logging
 import math
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from r1vision.tasks.geometry.extract import choice_letter, extract_final_answer, split_choice
 from r1vision.tasks.geometry.isolation import WorkerUnavailable, get_pool
@@ -386,33 +387,16 @@ def explain_match(
 
 
 def answers_match(
-    prediction: str,
-    solution: str,
-    choices: Sequence[str] | None = None,
-    *,
-    timeout: float = DEFAULT_TIMEOUT_S,
-    rel_tol: float = DEFAULT_REL_TOL,
-    use_math_verify: bool = True,
-    isolate: bool = True,
+    prediction: str, solution: str, choices: Sequence[str] | None = None, **options: Any
 ) -> bool:
     """True when the final answer of ``prediction`` equals that of ``solution`` under any rule.
 
     Wrong, empty or unparsable answers give False, never an exception; the call returns within about
-    ``timeout`` seconds (plus a one-off worker start of about a second per process). See
-    :func:`explain_match` for the arguments.
+    ``timeout`` seconds (plus a one-off worker start of about a second per process). The arguments and the
+    keyword-only ``options`` (``timeout``, ``rel_tol``, ``use_math_verify``, ``isolate``) are those of
+    :func:`explain_match`.
     """
-    return (
-        explain_match(
-            prediction,
-            solution,
-            choices,
-            timeout=timeout,
-            rel_tol=rel_tol,
-            use_math_verify=use_math_verify,
-            isolate=isolate,
-        )
-        is not None
-    )
+    return explain_match(prediction, solution, choices, **options) is not None
 
 
 def answers_match_batch(
