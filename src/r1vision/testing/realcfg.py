@@ -14,7 +14,6 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -126,7 +125,7 @@ def make_realcfg_model(
 
 def realcfg_model_path(family: str, cache_dir: str | Path | None = None, seed: int = 0) -> Path:
     """Build once and cache (keyed by the real files and this module) a tiny real-config model folder."""
-    from r1vision.testing.tiny import default_cache_dir
+    from r1vision.testing.tiny import build_cached, default_cache_dir
 
     src = find_realcfg()
     if src is None:
@@ -135,17 +134,6 @@ def realcfg_model_path(family: str, cache_dir: str | Path | None = None, seed: i
     digest.update((src / family / "config.json").read_bytes() + str(seed).encode())
     root = Path(cache_dir) if cache_dir else default_cache_dir()
     final = root / f"real-{family}-{digest.hexdigest()[:16]}"
-    if (final / "model.safetensors").exists():
-        return final
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".real-{family}-", dir=root))
-    try:
-        make_realcfg_model(family, tmp, src, seed=seed)
-        try:
-            tmp.rename(final)
-        except OSError:
-            pass
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return final
+    return build_cached(
+        final, "model.safetensors", lambda tmp: make_realcfg_model(family, tmp, src, seed=seed)
+    )

@@ -14,7 +14,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from r1vision.vision.family import FAMILIES as FAMILY_INFO
@@ -150,68 +150,46 @@ def _configs(
         vision_end_token_id=ids["vision_end"],
         tie_word_embeddings=True,
     )
+    if family not in FAMILY_INFO:
+        raise ValueError(f"unknown family {family!r}; choose one of {', '.join(FAMILIES)}")
+    rope = {"rope_type": "default", "rope_theta": rope_theta, "mrope_section": mrope}
+    # the vision-tower settings every family names alike; each family adds its own below
+    vision = dict(
+        depth=vision_depth,
+        num_heads=2,
+        patch_size=FAMILY_INFO[family].patch_size,
+        spatial_merge_size=FAMILY_INFO[family].merge_size,
+        temporal_patch_size=2,
+        in_channels=3,
+    )
     if family == "qwen2_vl":
         from transformers import Qwen2VLConfig
 
-        text.update(
-            rope_parameters={"rope_type": "default", "rope_theta": rope_theta, "mrope_section": mrope}
-        )
-        vision = dict(
-            depth=vision_depth,
-            embed_dim=vision_width,
-            hidden_size=hidden,
-            num_heads=2,
-            mlp_ratio=2,
-            patch_size=FAMILY_INFO[family].patch_size,
-            spatial_merge_size=FAMILY_INFO[family].merge_size,
-            temporal_patch_size=2,
-            in_channels=3,
-        )
+        text.update(rope_parameters=rope)
+        vision.update(embed_dim=vision_width, hidden_size=hidden, mlp_ratio=2)
         return Qwen2VLConfig(text_config=text, vision_config=vision, **common)
     if family == "qwen2_5_vl":
         from transformers import Qwen2_5_VLConfig
 
-        text.update(
-            rope_parameters={"rope_type": "default", "rope_theta": rope_theta, "mrope_section": mrope}
-        )
-        vision = dict(
-            depth=vision_depth,
+        text.update(rope_parameters=rope)
+        vision.update(
             hidden_size=vision_width,
             out_hidden_size=hidden,
             intermediate_size=vision_width * 2,
-            num_heads=2,
-            patch_size=FAMILY_INFO[family].patch_size,
-            spatial_merge_size=FAMILY_INFO[family].merge_size,
-            temporal_patch_size=2,
             window_size=56,
             fullatt_block_indexes=[vision_depth - 1],
-            in_channels=3,
         )
         return Qwen2_5_VLConfig(text_config=text, vision_config=vision, **common)
     if family == "qwen3_vl":
         from transformers import Qwen3VLConfig
 
-        text.update(
-            head_dim=head_dim,
-            rope_parameters={
-                "rope_type": "default",
-                "rope_theta": rope_theta,
-                "mrope_section": mrope,
-                "mrope_interleaved": True,
-            },
-        )
-        vision = dict(
-            depth=vision_depth,
+        text.update(head_dim=head_dim, rope_parameters={**rope, "mrope_interleaved": True})
+        vision.update(
             hidden_size=vision_width,
             out_hidden_size=hidden,
             intermediate_size=vision_width * 2,
-            num_heads=2,
-            patch_size=FAMILY_INFO[family].patch_size,
-            spatial_merge_size=FAMILY_INFO[family].merge_size,
-            temporal_patch_size=2,
             num_position_embeddings=64,
             deepstack_visual_indexes=[0] if vision_depth > 1 else [],
-            in_channels=3,
         )
         return Qwen3VLConfig(text_config=text, vision_config=vision, **common)
     raise ValueError(f"unknown family {family!r}; choose one of {', '.join(FAMILIES)}")
@@ -320,13 +298,25 @@ def tiny_model_path(
     key_src += Path(__file__).read_text()
     key = hashlib.sha256(key_src.encode()).hexdigest()[:16]
     root = Path(cache_dir) if cache_dir else default_cache_dir()
-    final = root / f"{family}-{key}"
-    if (final / "r1vision_tiny.json").exists():
+    return build_cached(
+        root / f"{family}-{key}",
+        "r1vision_tiny.json",
+        lambda tmp: make_tiny_model(family, tmp, seed=seed, **kwargs),
+    )
+
+
+def build_cached(final: Path, marker: str, build: Callable[[Path], object]) -> Path:
+    """``final``, built by ``build(tmp)`` unless ``final / marker`` exists already.
+
+    Builds go to a temporary sibling folder renamed into place, so concurrent callers never see a
+    half-written model; when another process wins the race, its equivalent folder is kept.
+    """
+    if (final / marker).exists():
         return final
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{family}-", dir=root))
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=final.parent))
     try:
-        make_tiny_model(family, tmp, seed=seed, **kwargs)
+        build(tmp)
         try:
             tmp.rename(final)
         except OSError:  # another process won the race; its folder is equivalent
