@@ -88,13 +88,12 @@ class GeometryTask(Task):
         return solution_text(row)
 
     def evaluate(
-        self,
-        rows: Sequence[dict[str, Any]],
-        completions: Sequence[str | Sequence[str]],
-        lengths: Sequence[int | Sequence[int]] | None = None,
-        max_length: int | None = None,
-        timeout: float = DEFAULT_TIMEOUT_S,
-        **kwargs: Any,
+        self, rows: Sequence[dict[str, Any]], completions: Sequence[str | Sequence[str]], **kwargs: Any
     ) -> EvalResult:
-        """Accuracy (pass@k), verdicts and reflection metrics: :func:`~.evaluate.evaluate_geometry`."""
-        return evaluate_geometry(rows, completions, lengths, max_length, timeout)
+        """Accuracy (pass@k), verdicts and reflection metrics: :func:`~.evaluate.evaluate_geometry`.
+
+        ``lengths``, ``max_length`` and ``timeout`` pass through; other options are accepted and not used.
+        """
+        return evaluate_geometry(
+            rows, completions, **_accepted(evaluate_geometry, kwargs, ("rows", "completions"))
+        )
