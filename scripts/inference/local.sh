@@ -13,16 +13,8 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../_common.sh"
 NUM_GPUS="$(r1v_num_gpus)"
 EVAL="${EVAL:-true}"
-TASK="" DATASET="" OUT="" SPLIT="test"
-args=("$@")
-for ((i = 0; i < ${#args[@]}; i++)); do
-  case "${args[$i]}" in
-    --task) TASK="${args[$((i + 1))]:-}" ;;
-    --dataset) DATASET="${args[$((i + 1))]:-}" ;;
-    --out) OUT="${args[$((i + 1))]:-}" ;;
-    --split) SPLIT="${args[$((i + 1))]:-}" ;;
-  esac
-done
+# shellcheck source=scripts/inference/eval_args.sh
+source "$(dirname "${BASH_SOURCE[0]}")/eval_args.sh"
 if [[ "$NUM_GPUS" -le 0 ]]; then
   echo "inference/local.sh: no GPU found (NUM_GPUS unset, nvidia-smi missing or listing none): one process on the CPU" >&2
 fi

@@ -13,16 +13,8 @@
 #   sbatch --nodes=2 scripts/inference/sbatch.sh --task sgg --model M --dataset D --out preds/sgg
 set -euo pipefail
 ROOT="${SLURM_SUBMIT_DIR:-$(pwd)}"
-TASK="" DATASET="" OUT="" SPLIT="test"
-args=("$@")
-for ((i = 0; i < ${#args[@]}; i++)); do
-  case "${args[$i]}" in
-    --task) TASK="${args[$((i + 1))]:-}" ;;
-    --dataset) DATASET="${args[$((i + 1))]:-}" ;;
-    --out) OUT="${args[$((i + 1))]:-}" ;;
-    --split) SPLIT="${args[$((i + 1))]:-}" ;;
-  esac
-done
+# shellcheck source=scripts/inference/eval_args.sh
+source "$ROOT/scripts/inference/eval_args.sh"  # sbatch runs a copy of this file: not beside it
 mkdir -p "$ROOT/logs"
 cd "$ROOT"
 GPUS_PER_NODE="${GPUS_PER_NODE:-8}"
