@@ -22,7 +22,7 @@ from trl import GRPOTrainer
 
 from r1vision.trainer.checkpoint import CheckpointRenameMixin
 from r1vision.trainer.config import VisionGRPOConfig
-from r1vision.trainer.modeling import freeze_vision_tower, prepare_vision_training
+from r1vision.trainer.modeling import VisionSetupMixin
 from r1vision.trainer.validation import prompt_texts, row_label
 from r1vision.vision.images import fit_to_budget, images_of_row, load_image
 
@@ -33,7 +33,7 @@ class ImagePlaceholderMismatchError(ValueError):
     """The tokenized prompt's image tokens do not match the number of image features of its images."""
 
 
-class VisionGRPOTrainer(CheckpointRenameMixin, GRPOTrainer):
+class VisionGRPOTrainer(CheckpointRenameMixin, VisionSetupMixin, GRPOTrainer):
     """GRPO for Qwen-VL models on image datasets. Takes the same arguments as ``trl.GRPOTrainer``."""
 
     def __init__(
@@ -49,11 +49,9 @@ class VisionGRPOTrainer(CheckpointRenameMixin, GRPOTrainer):
         **kwargs: Any,
     ) -> None:
         args = args or VisionGRPOConfig(output_dir="outputs/grpo")
-        setup = prepare_vision_training(
+        processing_class, peft_config, callbacks = self._prepare_vision(
             model, args, processing_class, peft_config, callbacks, [train_dataset, eval_dataset]
         )
-        self.model_family, self.pixel_budget = setup.family, setup.budget
-        processing_class, peft_config, callbacks = setup.processor, setup.peft_config, setup.callbacks
         processing_class.tokenizer.padding_side = "left"  # GRPO generates from left-padded prompts
         train_dataset = _with_row_index(train_dataset)
         eval_dataset = _with_row_index(eval_dataset)
@@ -77,10 +75,10 @@ class VisionGRPOTrainer(CheckpointRenameMixin, GRPOTrainer):
                 ),  # fmt: skip
             )
         with generation:
-            super().__init__(
+            self._init_trl(
+                args,
                 model=model,
                 reward_funcs=list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else reward_funcs,
-                args=args,
                 train_dataset=train_dataset,
                 eval_dataset=eval_dataset,
                 processing_class=processing_class,
@@ -88,8 +86,6 @@ class VisionGRPOTrainer(CheckpointRenameMixin, GRPOTrainer):
                 callbacks=callbacks,
                 **kwargs,
             )
-        if args.freeze_vision_tower:
-            freeze_vision_tower(self.model)
         self._image_cache: tuple[Any, dict[str, Any]] | None = None
         self._batch_labels: list[str] = []
         self._last_rewards_per_func: torch.Tensor | None = None

@@ -96,3 +96,32 @@ def prepare_vision_training(
     if args.metrics_csv:
         callbacks.append(MetricsCSVCallback(os.path.join(args.output_dir, "metrics.csv")))
     return VisionSetup(family, processor, budget, peft_config, callbacks)
+
+
+class VisionSetupMixin:
+    """For the r1vision trainers: the set-up they share before TRL's ``__init__``."""
+
+    model_family: str
+    pixel_budget: PixelBudget
+
+    def _prepare_vision(
+        self,
+        model: Any,
+        args: Any,
+        processing_class: Any,
+        peft_config: Any,
+        callbacks: list | None,
+        datasets: list,
+    ) -> tuple[Any, Any, list]:
+        """:func:`prepare_vision_training`; keeps the family and budget, returns what TRL's ``__init__`` takes:
+        ``(processing_class, peft_config, callbacks)``."""
+        setup = prepare_vision_training(model, args, processing_class, peft_config, callbacks, datasets)
+        self.model_family, self.pixel_budget = setup.family, setup.budget
+        return setup.processor, setup.peft_config, setup.callbacks
+
+    def _init_trl(self, args: Any, **trl_kwargs: Any) -> None:
+        """TRL's ``__init__`` (the next class in the MRO) with the prepared arguments, then the optional
+        vision-tower freeze, which needs the model TRL has loaded."""
+        super().__init__(args=args, **trl_kwargs)  # type: ignore[call-arg]
+        if args.freeze_vision_tower:
+            freeze_vision_tower(self.model)  # type: ignore[attr-defined]

@@ -13,7 +13,7 @@ from trl import SFTTrainer
 
 from r1vision.trainer.checkpoint import CheckpointRenameMixin
 from r1vision.trainer.config import VisionSFTConfig
-from r1vision.trainer.modeling import freeze_vision_tower, prepare_vision_training
+from r1vision.trainer.modeling import VisionSetupMixin
 from r1vision.trainer.validation import check_sequence_lengths
 from r1vision.vision.budget import PixelBudget
 from r1vision.vision.images import fit_to_budget, images_of_row, load_image
@@ -39,7 +39,7 @@ class BudgetedImageCollator:
         return self.inner(prepared)
 
 
-class VisionSFTTrainer(CheckpointRenameMixin, SFTTrainer):
+class VisionSFTTrainer(CheckpointRenameMixin, VisionSetupMixin, SFTTrainer):
     """SFT for Qwen-VL models with r1vision's image handling. Same arguments as ``trl.SFTTrainer``."""
 
     def __init__(
@@ -54,24 +54,22 @@ class VisionSFTTrainer(CheckpointRenameMixin, SFTTrainer):
         **kwargs: Any,
     ) -> None:
         args = args or VisionSFTConfig(output_dir="outputs/sft")
-        setup = prepare_vision_training(
+        processing_class, peft_config, callbacks = self._prepare_vision(
             model, args, processing_class, peft_config, callbacks, [train_dataset, eval_dataset]
         )
-        self.model_family, self.pixel_budget = setup.family, setup.budget
         for dataset in (train_dataset, eval_dataset):
             if dataset is not None and not isinstance(dataset, dict) and args.validate_rows != 0:
                 check_sequence_lengths(
                     dataset,
-                    setup.processor,
-                    setup.budget,
+                    processing_class,
+                    self.pixel_budget,
                     args.max_length,
                     args.image_root,
                     args.validate_rows,
                 )
-        processing_class, peft_config, callbacks = setup.processor, setup.peft_config, setup.callbacks
-        super().__init__(
+        self._init_trl(
+            args,
             model=model,
-            args=args,
             train_dataset=train_dataset,
             eval_dataset=eval_dataset,
             processing_class=processing_class,
@@ -79,8 +77,6 @@ class VisionSFTTrainer(CheckpointRenameMixin, SFTTrainer):
             callbacks=callbacks,
             **kwargs,
         )
-        if args.freeze_vision_tower:
-            freeze_vision_tower(self.model)
         if getattr(self, "_is_vision_dataset", False):
             self.data_collator = BudgetedImageCollator(self.data_collator, self.pixel_budget, args.image_root)
 
