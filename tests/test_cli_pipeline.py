@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from cli_args import quick_train_args
 from r1vision.cli import main
 from r1vision.vision.records import RecordWriter, read_predictions
 
@@ -51,30 +52,13 @@ def pipeline(tmp_path_factory, tiny_model):
                 "grpo",
                 "--model",
                 str(sft_out),
-                "--dataset",
-                str(data),
-                "--task",
-                "color",
                 "--output_dir",
                 str(grpo_out),
-                "--per_device_train_batch_size",
-                "4",
                 "--num_generations",
                 "4",
                 "--max_completion_length",
                 "8",
-                "--max_steps",
-                "2",
-                "--logging_steps",
-                "1",
-                "--report_to",
-                "none",
-                "--save_strategy",
-                "no",
-                "--use_cpu",
-                "true",
-                "--max_pixels",
-                "3136",
+                *quick_train_args(data, "color", batch=4, max_pixels=3136, max_steps=2),
             ]
         )
         == 0

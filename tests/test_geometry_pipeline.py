@@ -3,6 +3,7 @@
 import csv
 import json
 
+from cli_args import quick_train_args
 from r1vision.cli import main
 from r1vision.tasks.geometry.metrics import REFLECTION_WORDS
 
@@ -18,30 +19,13 @@ def test_geometry_pipeline_logs_maye_metrics_and_scores_pass_at_k(tmp_path, tiny
                 "grpo",
                 "--model",
                 base,
-                "--dataset",
-                str(data),
-                "--task",
-                "geometry",
                 "--output_dir",
                 str(tmp_path / "grpo"),
-                "--per_device_train_batch_size",
-                "4",
                 "--num_generations",
                 "4",
                 "--max_completion_length",
                 "12",
-                "--max_steps",
-                "1",
-                "--logging_steps",
-                "1",
-                "--report_to",
-                "none",
-                "--save_strategy",
-                "no",
-                "--use_cpu",
-                "true",
-                "--max_pixels",
-                "3136",
+                *quick_train_args(data, "geometry", batch=4, max_pixels=3136),
             ]
         )
         == 0

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from cli_args import quick_train_args
 from r1vision.cli import main
 
 
@@ -36,26 +37,7 @@ def sgg_run(tmp_path_factory, tiny_model):
         )
         == 0
     )
-    common = [
-        "--dataset",
-        str(data),
-        "--task",
-        "sgg",
-        "--per_device_train_batch_size",
-        "4",
-        "--max_steps",
-        "1",
-        "--logging_steps",
-        "1",
-        "--report_to",
-        "none",
-        "--save_strategy",
-        "no",
-        "--use_cpu",
-        "true",
-        "--max_pixels",
-        "7056",
-    ]
+    common = quick_train_args(data, "sgg", batch=4, max_pixels=7056)
     base = tiny_model("qwen2_vl")
     assert main(["sft", "--model", base, "--output_dir", str(root / "sft"), *common]) == 0
     assert (

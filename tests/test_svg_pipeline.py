@@ -2,6 +2,7 @@
 
 import json
 
+from cli_args import quick_train_args
 from r1vision.cli import main
 
 
@@ -9,26 +10,7 @@ def test_svg_pipeline(tmp_path, tiny_model):
     data = tmp_path / "data"
     assert main(["synth", "svg", "--out", str(data), "--n", "4", "--seed", "0"]) == 0
     assert main(["synth", "svg", "--out", str(data), "--n", "2", "--seed", "0", "--split", "test"]) == 0
-    common = [
-        "--dataset",
-        str(data),
-        "--task",
-        "svg",
-        "--per_device_train_batch_size",
-        "2",
-        "--max_steps",
-        "1",
-        "--logging_steps",
-        "1",
-        "--report_to",
-        "none",
-        "--save_strategy",
-        "no",
-        "--use_cpu",
-        "true",
-        "--max_pixels",
-        "3136",
-    ]
+    common = quick_train_args(data, "svg", batch=2, max_pixels=3136)
     base = tiny_model("qwen3_vl")
     assert (
         main(["sft", "--model", base, "--output_dir", str(tmp_path / "sft"), "--max_length", "512", *common])

@@ -1,0 +1,16 @@
+"""CLI arguments the end-to-end pipeline tests share (imported as ``from cli_args import quick_train_args``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def quick_train_args(
+    dataset: str | Path, task: str, *, batch: int, max_pixels: int, max_steps: int = 1
+) -> list[str]:
+    """``r1vision sft`` / ``grpo`` arguments for a quick CPU run: every step logged, nothing saved or reported."""
+    return [
+        "--dataset", str(dataset), "--task", task, "--per_device_train_batch_size", str(batch),
+        "--max_steps", str(max_steps), "--logging_steps", "1", "--report_to", "none",
+        "--save_strategy", "no", "--use_cpu", "true", "--max_pixels", str(max_pixels),
+    ]  # fmt: skip
