@@ -14,3 +14,24 @@ def quick_train_args(
         "--max_steps", str(max_steps), "--logging_steps", "1", "--report_to", "none",
         "--save_strategy", "no", "--use_cpu", "true", "--max_pixels", str(max_pixels),
     ]  # fmt: skip
+
+
+def infer_args(
+    task: str,
+    model: str | Path,
+    dataset: str | Path,
+    out: str | Path,
+    *,
+    max_new_tokens: int,
+    max_pixels: int,
+) -> list[str]:
+    """``r1vision infer`` arguments over the test split of ``dataset``."""
+    return [
+        "infer", "--task", task, "--model", str(model), "--dataset", str(dataset), "--split", "test",
+        "--out", str(out), "--max-new-tokens", str(max_new_tokens), "--max-pixels", str(max_pixels),
+    ]  # fmt: skip
+
+
+def scoring_args(command: str, task: str, gt: str | Path, pred: str | Path, *extra: str) -> list[str]:
+    """``r1vision eval`` / ``viz`` arguments: ground truth, predictions and any further options."""
+    return [command, task, "--gt", str(gt), "--pred", str(pred), *extra]

@@ -3,7 +3,7 @@
 import csv
 import json
 
-from cli_args import quick_train_args
+from cli_args import infer_args, quick_train_args, scoring_args
 from r1vision.cli import main
 from r1vision.tasks.geometry.metrics import REFLECTION_WORDS
 
@@ -62,25 +62,11 @@ def test_geometry_pipeline_logs_maye_metrics_and_scores_pass_at_k(tmp_path, tiny
     assert (
         main(
             [
-                "infer",
-                "--task",
-                "geometry",
-                "--model",
-                str(tmp_path / "grpo"),
-                "--dataset",
-                str(data),
-                "--split",
-                "test",
-                "--out",
-                str(pred),
+                *infer_args("geometry", tmp_path / "grpo", data, pred, max_new_tokens=8, max_pixels=3136),
                 "--num-samples",
                 "3",
                 "--temperature",
                 "1.0",
-                "--max-new-tokens",
-                "8",
-                "--max-pixels",
-                "3136",
             ]
         )
         == 0
@@ -91,12 +77,7 @@ def test_geometry_pipeline_logs_maye_metrics_and_scores_pass_at_k(tmp_path, tiny
     assert (
         main(
             [
-                "eval",
-                "geometry",
-                "--gt",
-                str(data),
-                "--pred",
-                str(pred),
+                *scoring_args("eval", "geometry", data, pred),
                 "--json-out",
                 str(out),
                 "--records-out",

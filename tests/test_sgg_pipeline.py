@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from cli_args import quick_train_args
+from cli_args import quick_train_args, scoring_args
 from r1vision.cli import main
 
 
@@ -96,18 +96,7 @@ def test_infer_eval_viz(sgg_run, capsys):
     assert {"image_id", "model_family", "original_image_size", "image_size"} <= set(lines[0])
     for compat in (None, "r1sgg"):
         out = root / f"metrics_{compat}.json"
-        cmd = [
-            "eval",
-            "sgg",
-            "--gt",
-            str(data),
-            "--pred",
-            str(pred),
-            "--split",
-            "val",
-            "--json-out",
-            str(out),
-        ]
+        cmd = scoring_args("eval", "sgg", data, pred, "--split", "val", "--json-out", str(out))
         assert main(cmd + (["--compat", compat] if compat else [])) == 0
         metrics = json.loads(out.read_text())
         for key in ("R@20", "R@50", "R@100", "mR@20", "zR@20", "ngR@20", "parse_failure_rate", "num_images"):
@@ -120,12 +109,7 @@ def test_infer_eval_viz(sgg_run, capsys):
     assert (
         main(
             [
-                "viz",
-                "sgg",
-                "--gt",
-                str(data),
-                "--pred",
-                str(pred),
+                *scoring_args("viz", "sgg", data, pred),
                 "--split",
                 "val",
                 "--index",

@@ -2,7 +2,7 @@
 
 import json
 
-from cli_args import quick_train_args
+from cli_args import infer_args, quick_train_args, scoring_args
 from r1vision.cli import main
 
 
@@ -37,39 +37,13 @@ def test_svg_pipeline(tmp_path, tiny_model):
     assert "rewards/svg_ssim/mean" in header and "rewards/svg_valid/mean" in header
 
     pred = tmp_path / "pred"
-    assert (
-        main(
-            [
-                "infer",
-                "--task",
-                "svg",
-                "--model",
-                str(tmp_path / "grpo"),
-                "--dataset",
-                str(data),
-                "--split",
-                "test",
-                "--out",
-                str(pred),
-                "--max-new-tokens",
-                "16",
-                "--max-pixels",
-                "3136",
-            ]
-        )
-        == 0
-    )
+    assert main(infer_args("svg", tmp_path / "grpo", data, pred, max_new_tokens=16, max_pixels=3136)) == 0
     sheet = tmp_path / "sheet.png"
     out = tmp_path / "m.json"
     assert (
         main(
             [
-                "eval",
-                "svg",
-                "--gt",
-                str(data),
-                "--pred",
-                str(pred),
+                *scoring_args("eval", "svg", data, pred),
                 "--json-out",
                 str(out),
                 "--contact-sheet",
