@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import http.server
 import io
-import threading
 
 import pytest
 
+from canary import canary_server
 from r1vision.tasks.svg.render import default_pool
 from r1vision.tasks.svg.rewards import RewardConfig, SVGScorer, make_term_reward
 from r1vision.tasks.svg.sanitize import SanitizeLimits, sanitize
@@ -65,21 +64,9 @@ def test_unreferenced_defs_are_not_counted_but_references_are():
 
 @pytest.fixture
 def canary():
-    hits: list[str] = []
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802
-            hits.append(self.path)
-            self.send_response(200)
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    yield f"127.0.0.1:{server.server_address[1]}", hits
-    server.shutdown()
+    """A server on 127.0.0.1 that records every request it receives."""
+    with canary_server() as server:
+        yield server
 
 
 def test_harmless_links_render_and_are_never_fetched(canary):

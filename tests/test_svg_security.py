@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import base64
-import http.server
 import os
-import threading
 import time
 
 import numpy as np
 import pytest
 
+from canary import canary_server
 from r1vision.tasks.svg.extract import extract_svg, find_svg
 from r1vision.tasks.svg.render import RenderPool, default_pool
 from r1vision.tasks.svg.rewards import RewardConfig, SVGScorer, make_term_reward
@@ -30,24 +29,8 @@ def pool():
 @pytest.fixture(scope="module")
 def canary():
     """A server on 127.0.0.1 that records every request it receives."""
-    hits: list[str] = []
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802
-            hits.append(self.path)
-            self.send_response(200)
-            self.send_header("Content-Type", "image/svg+xml")
-            self.end_headers()
-            self.wfile.write(b'<svg xmlns="http://www.w3.org/2000/svg" width="9" height="9"/>')
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield f"127.0.0.1:{server.server_address[1]}", hits
-    server.shutdown()
+    with canary_server() as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
