@@ -12,19 +12,7 @@ from r1vision.tasks.sgg.evaluate import evaluate_sgg, format_table
 from r1vision.tasks.sgg.predictions import read_predictions
 from r1vision.tasks.sgg.synth import make_config, synth_rows
 from r1vision.tasks.sgg.task import SGGTask
-
-
-def obj(i, b):
-    return {"id": i, "bbox": b}
-
-
-def rel(s, p, o):
-    return {"subject": s, "predicate": p, "object": o}
-
-
-def row(image_id, objects, relations):
-    return {"image_id": image_id, "objects": json.dumps(objects), "relationships": json.dumps(relations)}
-
+from sgg_rows import obj, rel, row
 
 GT = [
     row(

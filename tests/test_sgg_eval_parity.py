@@ -16,20 +16,9 @@ from r1vision.tasks.sgg.categories import load_vocabulary
 from r1vision.tasks.sgg.evaluate import evaluate_sgg
 from r1vision.tasks.sgg.export import export_r1sgg
 from r1vision.tasks.sgg.predictions import read_predictions
+from sgg_rows import obj, rel, row
 
 PREDICATES = list(load_vocabulary("vg150").predicates)
-
-
-def obj(i, b):
-    return {"id": i, "bbox": b}
-
-
-def rel(s, p, o):
-    return {"subject": s, "predicate": p, "object": o}
-
-
-def row(image_id, objects, relations):
-    return {"image_id": image_id, "objects": json.dumps(objects), "relationships": json.dumps(relations)}
 
 
 # Boxes whose +1-pixel IoU is 0.5 in float64 but 0.49999997 in float32 (a), and 0.49999999999999994 in
