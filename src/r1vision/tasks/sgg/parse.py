@@ -235,8 +235,14 @@ def _build_graph(data: dict, issues: list[str]) -> tuple[SceneGraph | None, str 
             continue
         box = raw["bbox"] if "bbox" in raw else raw.get("box")
         # Fast path (plain JSON numbers); anything else goes through the full check for its reason.
-        if type(box) is list and len(box) == 4 and {type(v) for v in box} <= numbers:
-            x1, y1, x2, y2 = box
+        if (
+            type(box) is list
+            and len(box) == 4
+            and type(x1 := box[0]) in numbers
+            and type(y1 := box[1]) in numbers
+            and type(x2 := box[2]) in numbers
+            and type(y2 := box[3]) in numbers
+        ):
             try:
                 box = (float(x1), float(y1), float(x2), float(y2))
             except OverflowError:

@@ -88,24 +88,25 @@ def _lookup(table: dict[str, int], labels: list[str]) -> np.ndarray:
 
 
 def _geometry(a: np.ndarray, b: np.ndarray, area_b: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
-    """IoU, GIoU and L1 matrices of boxes ``a`` (P x 4) and ``b`` (G x 4).
+    """IoU, GIoU and L1 matrices of boxes ``a`` (P x 4) and ``b`` (G x 4), or of batches (B x P x 4, B x G x 4).
 
     The operations of :func:`boxes.pairwise_iou_giou` and :func:`boxes.pairwise_l1` on the same numbers
-    in the same order (identical values), with x and y handled together: half the numpy calls.
+    in the same order (identical values), with x and y handled together: half the numpy calls. Every
+    value is an elementwise function of one (pred, GT) pair, so a padded batch gives each item's values.
     """
-    lo, hi = a[:, None, :2], a[:, None, 2:]
-    blo, bhi = b[None, :, :2], b[None, :, 2:]
+    lo, hi = a[..., :, None, :2], a[..., :, None, 2:]
+    blo, bhi = b[..., None, :, :2], b[..., None, :, 2:]
     wh = np.maximum(np.minimum(hi, bhi) - np.maximum(lo, blo), 0.0)
     inter = wh[..., 0] * wh[..., 1]
     if area_b is None:
-        area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
-    union = ((a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1]))[:, None] + area_b[None, :] - inter
+        area_b = (b[..., 2] - b[..., 0]) * (b[..., 3] - b[..., 1])
+    union = ((a[..., 2] - a[..., 0]) * (a[..., 3] - a[..., 1]))[..., :, None] + area_b[..., None, :] - inter
     # x / inf = 0 stands in for "0 where the denominator is not positive" (no warnings, same values)
     iou = inter / np.where(union > 0, union, np.inf)
     span = np.maximum(hi, bhi) - np.minimum(lo, blo)
     hull = span[..., 0] * span[..., 1]
     giou = iou - (hull - union) / np.where(hull > 0, hull, np.inf)
-    l1 = np.abs(a[:, None, :] - b[None, :, :]).sum(-1)
+    l1 = np.abs(a[..., :, None, :] - b[..., None, :, :]).sum(-1)
     return iou, giou, l1
 
 
@@ -278,26 +279,45 @@ class SGGScorer:
     ) -> GraphScores:
         """Soft scores of one completion; zeros for an unusable answer or odd columns (never raises)."""
         key = (text, _key(objects), _key(relationships), _key(original_size), _key(image_size))
+        return self._score_keyed(key, text, objects, relationships, original_size, image_size, None)
+
+    def score_many(
+        self, texts: list[str], objects: list, relationships: list, original_sizes: list, image_sizes: list
+    ) -> list[GraphScores]:
+        """:meth:`score` of every row of one reward call; the matching geometry of all rows is one batch."""
+        rows = list(zip(texts, objects, relationships, original_sizes, image_sizes, strict=True))
+        keys = [(t, _key(o), _key(r), _key(a), _key(b)) for t, o, r, a, b in rows]
+        geo: dict[int, tuple] = {}
+        if type(self.object_sim) is LabelSimilarity and self.object_sim._norm is normalize_object:
+            from r1vision.tasks.sgg.batch import batch_geometry  # it builds on this module's helpers
+
+            todo = [i for i, key in enumerate(keys) if key not in self._scores]
+            geo = batch_geometry(self, [(i, rows[i]) for i in todo])
+        return [self._score_keyed(keys[i], *row, geo.get(i)) for i, row in enumerate(rows)]
+
+    def _score_keyed(
+        self, key: tuple, text: str, objects: Any, relationships: Any, orig: Any, resized: Any, geo: Any
+    ) -> GraphScores:
         hit = self._scores.get(key)
         if hit is not None:
             return hit
         try:
-            value = self._score(self.parse(text), objects, relationships, original_size, image_size)
+            value = self._score(self.parse(text), objects, relationships, orig, resized, geo)
         except Exception as exc:  # bad model text is handled by the parser; this guards odd columns
             warnings.warn(
-                f"SGG reward failed on a row ({type(exc).__name__}: {exc}); scoring 0", stacklevel=2
+                f"SGG reward failed on a row ({type(exc).__name__}: {exc}); scoring 0", stacklevel=3
             )
             value = GraphScores()
         return self._scores.put(key, value)
 
     def _score(
-        self, parsed: ParseResult, objects: Any, relationships: Any, orig: Any, resized: Any
+        self, parsed: ParseResult, objects: Any, relationships: Any, orig: Any, resized: Any, geo: Any = None
     ) -> GraphScores:
         if not parsed.ok:
             gt_graph(objects, relationships)  # odd GT columns still warn, as they always did
             return GraphScores()
         gt = self._ground_truth(objects, relationships, orig, resized, sized=False)
-        graph, frame = parsed.graph, gt.frame
+        graph = parsed.graph
         n_pred, n_gt = len(graph.objects), gt.n
         pred_names = [o.name for o in graph.objects]
         pred_norm = [normalize_object(x) for x in pred_names]
@@ -306,14 +326,9 @@ class SGGScorer:
         quality = np.zeros(n_gt)
         iou_m = np.zeros((n_pred, n_gt))
         if n_pred and n_gt:
-            lim = np.array([frame.width, frame.height, frame.width, frame.height])
-            pred = np.array([o.box for o in graph.objects], dtype=np.float64)
-            pred = np.minimum(np.maximum(pred, 0.0), lim) / lim  # BoxFrame.clip, then normalise
-            label_sim = self._label_sim(pred_names, pred_norm, gt)
-            iou_m, giou_m, l1_m = _geometry(pred, gt.scaled, gt.area)
-            cost = self.w_label * (1.0 - label_sim) + self.w_giou * (1.0 - giou_m) + self.w_l1 * l1_m
-            if not math.isfinite(cost.sum()):  # only a plugged-in similarity can make it so
-                cost = np.nan_to_num(cost, nan=1e6, posinf=1e6)
+            if geo is None:
+                geo = self._geometry_of(graph, pred_names, pred_norm, gt)
+            label_sim, iou_m, l1_m, cost = geo
             rows, cols = linear_sum_assignment(cost)
             a, b = self.box_iou_weight, self.box_l1_weight
             node_sum = box_sum = 0.0
@@ -363,6 +378,19 @@ class SGGScorer:
         ).any(axis=0)
         n_rel = gt.n_rel
         return GraphScores(_unit(node), _unit(box), _unit(soft / n_rel), _unit(float(hard.sum()) / n_rel))
+
+    def _geometry_of(self, graph: Any, pred_names: list[str], pred_norm: list[str], gt: _GT) -> tuple:
+        """(label similarity, IoU, L1, matching cost) of one row's predicted vs GT objects."""
+        frame = gt.frame
+        lim = np.array([frame.width, frame.height, frame.width, frame.height])
+        pred = np.array([o.box for o in graph.objects], dtype=np.float64)
+        pred = np.minimum(np.maximum(pred, 0.0), lim) / lim  # BoxFrame.clip, then normalise
+        label_sim = self._label_sim(pred_names, pred_norm, gt)
+        iou_m, giou_m, l1_m = _geometry(pred, gt.scaled, gt.area)
+        cost = self.w_label * (1.0 - label_sim) + self.w_giou * (1.0 - giou_m) + self.w_l1 * l1_m
+        if not math.isfinite(cost.sum()):  # only a plugged-in similarity can make it so
+            cost = np.nan_to_num(cost, nan=1e6, posinf=1e6)
+        return label_sim, iou_m, l1_m, cost
 
     # -- F1 -----------------------------------------------------------------------------------------------
 
