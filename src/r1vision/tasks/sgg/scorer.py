@@ -332,14 +332,16 @@ class SGGScorer:
             rows, cols = linear_sum_assignment(cost)
             a, b = self.box_iou_weight, self.box_l1_weight
             node_sum = box_sum = 0.0
-            for pi, gi, s, i, d in zip(
-                rows.tolist(), cols.tolist(), label_sim[rows, cols].tolist(), iou_m[rows, cols].tolist(),
-                l1_m[rows, cols].tolist(), strict=True,
+            q = []
+            exp = math.exp
+            for s, i, d in zip(
+                label_sim[rows, cols].tolist(), iou_m[rows, cols].tolist(), l1_m[rows, cols].tolist(), strict=True
             ):  # fmt: skip
-                term = 0.5 * (i + math.exp(-d)) if a == b else (a * i + b * math.exp(-d)) / (a + b)
+                term = 0.5 * (i + exp(-d)) if a == b else (a * i + b * exp(-d)) / (a + b)
                 node_sum += s
                 box_sum += term
-                match[gi], quality[gi] = pi, s * term
+                q.append(s * term)
+            match[cols], quality[cols] = rows, q  # one scatter each instead of per-pair item writes
             node, box = node_sum / n_gt, box_sum / n_gt
         if gt.n_rel == 0:
             flag = float(not graph.relations)
@@ -363,19 +365,15 @@ class SGGScorer:
             psim = np.array([[self.predicate_sim(r.predicate, p) for p in gt.rel_p] for r in graph.relations])
             best = np.where(pair, psim, 0.0).max(axis=0)
         soft = 0.0
-        qs, qo = quality[gt.rel_s], quality[gt.rel_o]
+        # Python floats: the same IEEE products as numpy scalars, without per-element indexing costs
+        bl, qs, qo = best.tolist(), quality[gt.rel_s].tolist(), quality[gt.rel_o].tolist()
         for j in np.flatnonzero(best).tolist():
-            soft += best[j] * qs[j] * qo[j]
-        # hard: same normalised labels and both IoUs above the threshold
+            soft += bl[j] * qs[j] * qo[j]
+        # hard: same normalised labels and both IoUs above the threshold; (label and IoU) is decided per
+        # object pair first, then gathered for the relations' ends
         names = _lookup(self._labels, pred_norm)
-        ok = iou_m >= self.iou_threshold
-        hard = (
-            same_p
-            & (names[ps][:, None] == gt.name_codes[gt.rel_s][None, :])
-            & (names[po][:, None] == gt.name_codes[gt.rel_o][None, :])
-            & ok[np.ix_(ps, gt.rel_s)]
-            & ok[np.ix_(po, gt.rel_o)]
-        ).any(axis=0)
+        ok = (iou_m >= self.iou_threshold) & (names[:, None] == gt.name_codes[None, :])
+        hard = (same_p & ok[ps[:, None], gt.rel_s] & ok[po[:, None], gt.rel_o]).any(axis=0)
         n_rel = gt.n_rel
         return GraphScores(_unit(node), _unit(box), _unit(soft / n_rel), _unit(float(hard.sum()) / n_rel))
 
