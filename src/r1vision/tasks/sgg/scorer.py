@@ -234,8 +234,13 @@ class SGGScorer:
             boxes = np.minimum(np.maximum(np.round(gt.boxes * scale), 0), lim)
             scaled = boxes / lim
         index = {gid: i for i, gid in enumerate(gt.ids)}
-        known = [(index[s], p, index[o]) for s, p, o in gt.relations if s in index and o in index]
-        norm = tuple(normalize_object(x) for x in gt.names)
+        get = index.get
+        known = [
+            (si, p, oi)
+            for s, p, o in gt.relations
+            if (si := get(s)) is not None and (oi := get(o)) is not None
+        ]
+        norm = tuple([normalize_object(x) for x in gt.names])
         if len(self._labels) > 200_000:  # GT vocabularies are small; this only bounds a pathological one
             self._labels.clear()
             self._gt.clear()
@@ -248,7 +253,7 @@ class SGGScorer:
             scaled=scaled,
             rel_s=np.array([k[0] for k in known], dtype=np.int64),
             rel_o=np.array([k[2] for k in known], dtype=np.int64),
-            rel_p=tuple(k[1] for k in known),
+            rel_p=tuple([k[1] for k in known]),
             n_rel=len(gt.relations),
             # only the F1 scores need it (they ask with sized=True)
             f1_rels=frozenset((s, normalize_predicate(p), o) for s, p, o in known) if sized else frozenset(),
