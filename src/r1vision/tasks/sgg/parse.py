@@ -31,6 +31,8 @@ _ID_SUFFIX_RE = re.compile(r"^(.*?)[.#_-]?(\d+)$")
 # One token per match: a (possibly unclosed) string, or a bracket. Strings cannot backtrack (escapes are
 # consumed pairwise), so tokenising truncated JSON is linear.
 _TOKEN_RE = re.compile(r'"(?:[^"\\]|\\.)*(?:"|\\?\Z)|[{}\[\]]', re.S)
+# One decoder for every call, as json.loads shares one (building it costs ~1.6 us).
+_DECODER = json.JSONDecoder()
 _ARRAY_KEY_RE = {k: re.compile(r'"' + k + r'"\s*:\s*\[') for k in ("objects", "relationships")}
 
 
@@ -147,7 +149,7 @@ def _decode(content: str, issues: list[str]) -> tuple[dict | None, str | None]:
     if start < 0:
         return None, "no_json"
     try:
-        obj, end = json.JSONDecoder().raw_decode(content, start)
+        obj, end = _DECODER.raw_decode(content, start)
     except (ValueError, RecursionError):
         # One element past each cap keeps the too_many_* issue visible.
         objects = _recover_array(content, "objects", MAX_OBJECTS + 1)
