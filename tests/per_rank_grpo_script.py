@@ -78,7 +78,7 @@ def main(model_path: str, data: str, out: str, base_port: int) -> None:
         vllm_server_per_rank=True,
         vllm_server_host="127.0.0.1",
         vllm_server_port=base_port,
-        vllm_server_timeout=120,
+        vllm_server_timeout=900,
         max_steps=3,
         learning_rate=5e-2,
         freeze_vision_tower=True,

@@ -18,7 +18,7 @@ def test_benchmark_runs_fixed_length_rollouts(tmp_path):
     out = tmp_path / "rows.json"
     cmd = [sys.executable, str(SCRIPT), "--backends", "hf", "--steps", "2", "--warmup", "1", "--prompts", "2"]
     cmd += ["--generations", "2", "--max-completion", "6", "--workdir", str(tmp_path), "--json-out", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "| hf | 0 |" in proc.stdout and "1.00x" in proc.stdout
     raw = json.loads((tmp_path / "hf-zero0" / "result.json").read_text())

@@ -44,22 +44,29 @@ def _setup(**kw) -> TrainSetup:
     return TrainSetup(**base)
 
 
-def test_zero3_full_finetune_states_are_sharded_16_bytes_per_param():
+def test_zero3_full_finetune_states_are_sharded_18_bytes_per_param():
     e = estimate(SHAPE, _setup(zero=3))
     assert e.weights == 2e9 / 8 == 250_000_000
-    assert e.gradients == 250_000_000
+    assert e.gradients == 4e9 / 8  # the fp32 gradient partition
     assert e.optimizer == 12e9 / 8 == 1_500_000_000
-    assert e.gathered == 2 * 2 * 10_000_000  # current + prefetched block in bf16
+    assert e.gathered == 4 * 10_000_000  # DeepSpeed's 4 B x largest layer (no largest_layer: the block)
     assert e.trainable_params == 1_000_000_000
+    assert e.reference == 0
 
 
 def test_zero2_replicates_weights_and_offload_moves_states_to_cpu():
     e = estimate(SHAPE, _setup(zero=2))
-    assert (e.weights, e.gradients, e.optimizer, e.gathered) == (2e9, 2.5e8, 1.5e9, 0)
+    assert (e.weights, e.gradients, e.optimizer, e.gathered) == (2e9, 6e9 / 8, 1.5e9, 0)
     off = estimate(SHAPE, _setup(zero=2, offload=True))
-    assert off.optimizer == 0 and off.weights == 2e9 and off.cpu_offload == 12e9
+    assert off.optimizer == 0 and off.gradients == 0 and off.weights == 2e9 and off.cpu_offload == 18e9
     off3 = estimate(SHAPE, _setup(zero=3, offload=True))
-    assert off3.weights == 0 and off3.cpu_offload == 12e9 + 2e9
+    assert off3.weights == 0 and off3.cpu_offload == 16e9 + 2e9 and off3.model_states == 4e7
+
+
+def test_reference_model_for_beta_only_without_lora():
+    assert estimate(SHAPE, _setup(zero=3, beta=0.04)).reference == 2e9 / 8
+    assert estimate(SHAPE, _setup(zero=2, beta=0.04)).reference == 2e9
+    assert estimate(SHAPE, _setup(zero=3, beta=0.04, lora_r=8)).reference == 0  # adapters off
 
 
 def test_lora_and_frozen_vision_shrink_trainable_states():
@@ -80,7 +87,10 @@ def test_activations_logits_and_vllm_by_hand():
     per_patch_layer = 2 * (9 * 100 + 4 * 400)  # 5 000 bytes
     e = estimate(SHAPE, s)
     assert e.activations == per_token_layer * seq * 10 + per_patch_layer * patches * 2
-    assert e.logits == 100 * 10_000 * 10
+    # TRL's fused LM head: two fp32 tiles (100 tokens x 10 000 vocab), the hidden gradient, the head's
+    # fp32 weight gradient (tied: vocab x hidden)
+    assert e.logits == 2 * 100 * 10_000 * 4 + 100 * 1000 * 4 + 4 * 10_000 * 1000
+    assert estimate(SHAPE, _setup(zero=3, lora_r=8)).logits == 2 * 100 * 10_000 * 4 + 100 * 1000 * 4
     kv = 2 * 10 * 200 * 2 * seq
     assert e.vllm_min == 2e9 + kv
     ckpt = estimate(SHAPE, _setup(zero=3))
@@ -133,9 +143,44 @@ def test_builtin_list_and_cli(capsys):
     assert main(["--model", "qwen2.5-vl-7b", "--gpus", "8", "--zero", "3", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["training"] == sum(
-        out[k] for k in ("weights", "gradients", "optimizer", "gathered", "activations", "logits", "overhead")
+        out[k]
+        for k in ("weights", "gradients", "optimizer", "gathered", "reference", "activations", "logits", "overhead")
     )
     assert out["fits_80gb_colocate"] is True
     assert main(["--model", "qwen2.5-vl-7b", "--gpus", "8", "--zero", "2"]) == 0
     text = capsys.readouterr().out
     assert "24 GB card" in text and "80 GB card" in text and f"{GIB}" not in text
+
+
+# (model, GPUs): three sizes, DeepSpeed's estimator run on the same model built on the meta device
+DS_CASES = [("qwen2-vl-2b", 8), ("qwen2.5-vl-3b", 4), ("qwen2.5-vl-7b", 7)]
+
+
+def _deepspeed_counts(name: str) -> tuple[int, int]:
+    """total and largest-layer params the way DeepSpeed's ``model_to_params`` counts them (its own code
+    dedupes by data_ptr, which the meta device does not have: dedupe by identity instead)."""
+    import torch
+    from transformers import AutoModelForImageTextToText
+
+    with torch.device("meta"):
+        model = AutoModelForImageTextToText.from_config(load_model_config(name))
+    total = sum({id(p): p.numel() for p in model.parameters()}.values())
+    largest = max(sum(p.numel() for p in m.parameters(recurse=False)) for m in model.modules())
+    return total, largest
+
+
+@pytest.mark.parametrize(("name", "gpus"), DS_CASES)
+@pytest.mark.parametrize(("zero", "offload"), [(2, False), (2, True), (3, False), (3, True)])
+def test_model_states_agree_with_deepspeeds_estimator(name, gpus, zero, offload):
+    from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs
+    from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs
+
+    total, largest = _deepspeed_counts(name)
+    if zero == 3:
+        _, ds_gpu, _ = estimate_zero3_model_states_mem_needs(
+            total, largest, gpus, 1, cpu_offload=offload, cpu_offload_params=offload, zero_init=True
+        )
+    else:
+        _, ds_gpu = estimate_zero2_model_states_mem_needs(total, gpus, 1, cpu_offload=offload)
+    ours = estimate(shape_of(load_model_config(name)), _setup(gpus=gpus, zero=zero, offload=offload))
+    assert abs(ours.model_states - ds_gpu) <= 0.05 * ds_gpu, (ours.model_states / GIB, ds_gpu / GIB)

@@ -15,21 +15,23 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = sorted((ROOT / "scripts").rglob("*.sh"))
 
 STUB_SRUN = r"""#!/usr/bin/env bash
-# one run of the command per node, with SLURM_NODEID set as srun would
-nodes=1; rel=0
+# one run of the command per node, with SLURM_NODEID set as srun would; logs its own options
+nodes=1; rel=0; opts=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --nodes=*) nodes="${1#*=}" ;;
     --relative=*) rel="${1#*=}" ;;
-    --ntasks*|--nodelist=*) ;;
+    --ntasks*|--nodelist=*|--gpus*|--cpus*) ;;
     *) break ;;
   esac
+  opts+=("$1")
   shift
 done
+echo "srun ${opts[*]}" >> "$STUB_LOG"
 for ((i = 0; i < nodes; i++)); do SLURM_NODEID=$((i + rel)) "$@"; done
 """
 STUB_LOG = """#!/usr/bin/env bash
-echo "$(basename "$0") $*" >> "$STUB_LOG"
+echo "$(basename "$0") ${*@Q}" >> "$STUB_LOG"
 """
 
 
@@ -83,6 +85,13 @@ def _flag(argv: list[str], name: str) -> str:
     return argv[argv.index(name) + 1]
 
 
+def _srun_steps_request_resources(log: Path, gpus: str = "8", cpus: str = "64") -> None:
+    steps = _calls(log, "srun")
+    assert steps
+    for opts in steps:  # a step inherits neither GPUs nor CPUs on many Slurm versions
+        assert f"--gpus-per-node={gpus}" in opts and f"--cpus-per-task={cpus}" in opts, opts
+
+
 def test_sbatch_colocate_one_launch_per_node(fake_slurm):
     env, log = fake_slurm
     script = ROOT / "scripts" / "grpo" / "sbatch_colocate.sh"
@@ -95,24 +104,48 @@ def test_sbatch_colocate_one_launch_per_node(fake_slurm):
     for argv in launches:
         assert _flag(argv, "--main_process_ip") == "node-a"
         assert _flag(argv, "--num_machines") == "3" and _flag(argv, "--num_processes") == "24"
-        assert _flag(argv, "--vllm_mode") == "colocate"
+        assert _flag(argv, "--generation_backend") == "vllm_colocate"
+        assert "--vllm_enable_sleep_mode" not in argv  # the recipe's choice, decided in code
         assert argv[-4:] == ["--model", "M", "--task", "sgg"]
+    _srun_steps_request_resources(log)
 
 
-def test_sbatch_zero3_server_first_node_serves_others_train(fake_slurm):
+def test_local_ddp_leaves_sleep_mode_to_the_recipe(fake_slurm):
     env, log = fake_slurm
-    script = ROOT / "scripts" / "grpo" / "sbatch_zero3_server.sh"
+    env["NUM_GPUS"] = "2"
+    script = ROOT / "scripts" / "grpo" / "local_ddp.sh"
     proc = subprocess.run(["bash", str(script), "--model", "M"], env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    (server,) = _calls(log, "trl")
-    assert server[:3] == ["vllm-serve", "--model", "M"]
+    (argv,) = _calls(log, "accelerate")
+    assert _flag(argv, "--generation_backend") == "vllm_colocate" and "--vllm_enable_sleep_mode" not in argv
+
+
+def test_sbatch_zero3_server_first_node_serves_others_train(fake_slurm, tmp_path):
+    env, log = fake_slurm
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("max_pixels: 3136\n")
+    script = ROOT / "scripts" / "grpo" / "sbatch_zero3_server.sh"
+    proc = subprocess.run(
+        ["bash", str(script), "--model", "M", "--config", str(recipe)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert _calls(log, "trl") == []  # `trl vllm-serve` is deprecated for removal in TRL 2.0
+    (server,) = _calls(log, "r1vision")
+    assert server[:3] == ["vllm-serve", "--server", "vllm"]
+    assert _flag(server, "--model") == "M" and _flag(server, "--config") == str(recipe)
+    assert _flag(server, "--data-parallel-size") == "8" and _flag(server, "--host") == "0.0.0.0"
     launches = _calls(log, "accelerate")
     assert [_flag(a, "--machine_rank") for a in launches] == ["0", "1"]  # nodes b and c
     for argv in launches:
         assert _flag(argv, "--main_process_ip") == "node-b"
         assert _flag(argv, "--num_machines") == "2" and _flag(argv, "--num_processes") == "16"
         assert _flag(argv, "--vllm_server_host") == "node-a"
+        assert _flag(argv, "--generation_backend") == "vllm_server"
         assert "zero3.json" in _flag(argv, "--deepspeed_config_file")
+    _srun_steps_request_resources(log)
 
 
 def test_sbatch_zero3_per_rank_servers_on_every_node(fake_slurm):
@@ -120,7 +153,10 @@ def test_sbatch_zero3_per_rank_servers_on_every_node(fake_slurm):
     env.update(PER_RANK="1", VLLM_GPUS="4")
     script = ROOT / "scripts" / "grpo" / "sbatch_zero3_server.sh"
     proc = subprocess.run(
-        ["bash", str(script), "--model", "M", "--max_pixels", "3136"], env=env, capture_output=True, text=True
+        ["bash", str(script), "--model", "M", "--max_pixels", "3136", "--config", "r 1.yaml"],
+        env=env,
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode == 0, proc.stderr
     calls = _calls(log, "r1vision")
@@ -130,30 +166,95 @@ def test_sbatch_zero3_per_rank_servers_on_every_node(fake_slurm):
         serve, train = argv[:cut], argv[cut + 1 :]
         assert serve[:3] == ["vllm-serve", "--model", "M"] and _flag(serve, "--num-servers") == "4"
         assert _flag(serve, "--max-pixels") == "3136"
+        assert _flag(serve, "--config") == "r 1.yaml"  # the recipe reaches the servers, spaces and all
         assert train[:2] == ["env", "CUDA_VISIBLE_DEVICES=4,5,6,7"] and train[2:4] == ["accelerate", "launch"]
         assert _flag(train, "--machine_rank") == str(node) and _flag(train, "--num_processes") == "12"
         assert _flag(train, "--main_process_ip") == "node-a"
         assert _flag(train, "--vllm_server_per_rank") == "true"
         assert _flag(train, "--vllm_server_host") == "127.0.0.1"
-        assert train[-4:] == ["--model", "M", "--max_pixels", "3136"]
+        assert train[-6:] == ["--model", "M", "--max_pixels", "3136", "--config", "r 1.yaml"]
+    _srun_steps_request_resources(log)
+    log.write_text("")
+    env["VLLM_TP"] = "2"  # per-rank servers cannot take weight pushes with tensor parallel: refused
+    proc = subprocess.run(["bash", str(script), "--model", "M"], env=env, capture_output=True, text=True)
+    assert proc.returncode == 2 and "VLLM_TP=1" in proc.stderr and log.read_text() == ""
 
 
 def test_local_zero3_per_rank_servers(fake_slurm):
     env, log = fake_slurm
     env.update(PER_RANK="1", NUM_GPUS="8", VLLM_GPUS="4")
     script = ROOT / "scripts" / "grpo" / "local_zero3.sh"
-    proc = subprocess.run(["bash", str(script), "--model", "M"], env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        ["bash", str(script), "--config", "R.yaml", "--max_completion_length", "512"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
     (argv,) = _calls(log, "r1vision")
     cut = argv.index("--")
     serve, train = argv[:cut], argv[cut + 1 :]
     assert _flag(serve, "--num-servers") == "4" and _flag(serve, "--base-port") == "8000"
+    assert _flag(serve, "--config") == "R.yaml" and _flag(serve, "--max-completion-length") == "512"
     assert train[:2] == ["env", "CUDA_VISIBLE_DEVICES=4,5,6,7"] and _flag(train, "--num_processes") == "4"
     assert _flag(train, "--vllm_server_per_rank") == "true" and _flag(train, "--vllm_server_port") == "8000"
     assert _calls(log, "trl") == []
     env["VLLM_GPUS"] = "2"  # 2 servers for 6 training processes: refused
     proc = subprocess.run(["bash", str(script), "--model", "M"], env=env, capture_output=True, text=True)
     assert proc.returncode == 2 and "PER_RANK=1 needs" in proc.stderr
+    env.update(VLLM_GPUS="4", VLLM_TP="2")
+    proc = subprocess.run(["bash", str(script), "--model", "M"], env=env, capture_output=True, text=True)
+    assert proc.returncode == 2 and "VLLM_TP=1" in proc.stderr
+    proc = subprocess.run(["bash", str(script), "--task", "sgg"], env=env, capture_output=True, text=True)
+    assert proc.returncode == 2 and "--model" in proc.stderr  # neither a model nor a recipe
+
+
+def test_local_zero3_single_vllm_server(fake_slurm):
+    env, log = fake_slurm
+    env.update(NUM_GPUS="8", VLLM_GPUS="4", VLLM_TP="2")
+    script = ROOT / "scripts" / "grpo" / "local_zero3.sh"
+    proc = subprocess.run(["bash", str(script), "--model", "M"], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    (argv,) = _calls(log, "r1vision")
+    cut = argv.index("--")
+    serve, train = argv[:cut], argv[cut + 1 :]
+    assert serve[:3] == ["vllm-serve", "--server", "vllm"] and _flag(serve, "--model") == "M"
+    assert _flag(serve, "--data-parallel-size") == "2" and _flag(serve, "--tensor-parallel-size") == "2"
+    assert train[:2] == ["env", "CUDA_VISIBLE_DEVICES=4,5,6,7"]
+    assert _flag(train, "--generation_backend") == "vllm_server" and "--vllm_server_per_rank" not in train
+    assert _calls(log, "trl") == []
+
+
+def test_gpu_check_runs_every_check(tmp_path):
+    """scripts/gpu_check.sh against stub nvidia-smi / python: a dry run per shipped recipe, a selftest per
+    layout x backend, the benchmark, and a failing check makes the exit code non-zero."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text(
+        '#!/usr/bin/env bash\nif [[ "$1" == -L ]]; then echo "GPU 0: X"; echo "GPU 1: X"; else echo 24576; fi\n'
+    )
+    log = tmp_path / "calls.log"
+    (bin_dir / "py").write_text(
+        '#!/usr/bin/env bash\necho "py ${*@Q}" >> "$STUB_LOG"\n[[ " $* " != *" $FAIL_ON "* ]]\n'
+    )
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", STUB_LOG=str(log), PYTHON="py",
+               OUT=str(tmp_path / "out"), FAIL_ON="no-such-argument")  # fmt: skip
+    script = ROOT / "scripts" / "gpu_check.sh"
+    proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    calls = [shlex.split(line)[1:] for line in log.read_text().splitlines()]
+    selftests = {(_flag(c, "--layout"), _flag(c, "--backend")) for c in calls if "selftest" in c}
+    assert selftests == {(lay, b) for lay in ("single", "ddp", "zero3")
+                         for b in ("hf", "vllm_colocate", "vllm_server")}  # fmt: skip
+    dry = [c for c in calls if "--dry-run" in c]
+    assert len(dry) == len(list((ROOT / "configs" / "recipes").glob("*.yaml")))
+    assert all(_flag(c, "--card-gb") == "24" and _flag(c, "--gpus") == "2" for c in dry)
+    assert any("benchmarks/bench_backends.py" in c for c in calls)
+    env["FAIL_ON"] = "zero3"
+    proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 1 and "FAIL  selftest-zero3-hf" in proc.stdout
 
 
 def test_sft_local_script_trains_on_cpu(tmp_path, tiny_model, color_dir):

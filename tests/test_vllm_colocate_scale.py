@@ -49,7 +49,7 @@ def _env() -> dict[str, str]:
 
 
 def _run(cmd: list[str], out: Path, n_ranks: int) -> list[dict]:
-    proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=420)
+    proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
     records = [json.loads((out / f"rank{r}.json").read_text()) for r in range(n_ranks)]
     for rec in records:

@@ -226,6 +226,8 @@ def test_grpo_colocate_rollouts_follow_the_weights(tiny_model, color_dir, tmp_pa
         wrapper = VLLMGenerator.__new__(VLLMGenerator)  # reuse the trainer's engine for the comparison
         wrapper.llm, wrapper.processor, wrapper.budget = gen.llm, processor, trainer.pixel_budget
         wrapper.image_token_id = int(processor.image_token_id)
+        wrapper.max_model_len = gen.llm.llm_engine.model_config.max_model_len
+        assert wrapper.max_model_len == gen.max_model_length  # the run's own, not the model's context
         assert wrapper.generate(rows, resized, GREEDY) == hf_text
         del trainer, gen, wrapper
     finally:

@@ -7,16 +7,21 @@
 #SBATCH --time=24:00:00
 #SBATCH --output=logs/%x-%j.out
 # Multi-node GRPO on 80 GB cards: DDP (or ZeRO-2) over all GPUs of all nodes, one vLLM engine colocated
-# in every training process. One `accelerate launch` per node (srun, one task per node); the rendezvous
-# comes from SLURM: the first node is the main process.
+# in every training process. One `accelerate launch` per node (srun, one task per node, asking for the
+# node's GPUs and CPUs explicitly: a step inherits neither on many Slurm versions); the rendezvous
+# comes from SLURM: the first node is the main process. Sleep mode is the recipe's choice.
 #
 #   sbatch --nodes=4 scripts/grpo/sbatch_colocate.sh --model M --dataset D --task sgg --output_dir O
 #
-# Environment: GPUS_PER_NODE (8), VLLM_MEM (0.3), ACCELERATE_CONFIG (multi_node.yaml; for ZeRO-3 across
-# nodes use deepspeed_zero3.yaml), MASTER_PORT (29500). Run from the repository root.
+# Check the run first, without a GPU: r1vision grpo --config R --model M --generation_backend
+# vllm_colocate --dry-run --gpus $((NODES * 8)).
+# Environment: GPUS_PER_NODE (8), CPUS_PER_NODE (SLURM_CPUS_PER_TASK, else 64), VLLM_MEM (0.3),
+# ACCELERATE_CONFIG (multi_node.yaml; for ZeRO-3 across nodes use deepspeed_zero3.yaml), MASTER_PORT
+# (29500). Run from the repository root.
 set -euo pipefail
 ROOT="${SLURM_SUBMIT_DIR:-$(pwd)}"
 GPUS_PER_NODE="${GPUS_PER_NODE:-8}"
+CPUS_PER_NODE="${CPUS_PER_NODE:-${SLURM_CPUS_PER_TASK:-64}}"
 VLLM_MEM="${VLLM_MEM:-0.3}"
 ACCELERATE_CONFIG="${ACCELERATE_CONFIG:-$ROOT/configs/accelerate/multi_node.yaml}"
 # Not `| head -n 1`: with pipefail, scontrol can die of SIGPIPE (exit 141) on large node lists.
@@ -28,11 +33,12 @@ export MASTER_ADDR MASTER_PORT GPUS_PER_NODE ACCELERATE_CONFIG NNODES VLLM_MEM
 mkdir -p "$ROOT/logs"
 cd "$ROOT"
 # Single quotes: SLURM_NODEID must expand on each node, not here.
-srun --nodes="$NNODES" --ntasks-per-node=1 bash -c '
+srun --nodes="$NNODES" --ntasks-per-node=1 --gpus-per-node="$GPUS_PER_NODE" \
+  --cpus-per-task="$CPUS_PER_NODE" bash -c '
   exec accelerate launch --config_file "$ACCELERATE_CONFIG" \
     --num_machines "$NNODES" --num_processes $((NNODES * GPUS_PER_NODE)) \
     --machine_rank "$SLURM_NODEID" --main_process_ip "$MASTER_ADDR" --main_process_port "$MASTER_PORT" \
     --rdzv_backend static --same_network \
-    -m r1vision.cli grpo --use_vllm true --vllm_mode colocate \
-    --vllm_gpu_memory_utilization "$VLLM_MEM" --vllm_enable_sleep_mode true "$@"
+    -m r1vision.cli grpo --generation_backend vllm_colocate \
+    --vllm_gpu_memory_utilization "$VLLM_MEM" "$@"
 ' r1vision-grpo "$@"

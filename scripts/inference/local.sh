@@ -5,11 +5,13 @@
 #   NUM_GPUS=4 bash scripts/inference/local.sh --task sgg --model runs/sgg-7b --dataset D --out preds/sgg \
 #       [--split test] [--batch-size 8] [--max-new-tokens 1024] [any other `r1vision infer` option]
 #
-# Environment: NUM_GPUS (default: visible GPUs; 0 or 1 runs a single process), EVAL (true: run
-# `r1vision eval` afterwards; needs --task, --dataset, --out among the arguments).
+# Environment: NUM_GPUS (default: the GPUs nvidia-smi lists; 0, 1 or no nvidia-smi: one process, on the
+# CPU when there is no GPU), EVAL (true: run `r1vision eval` afterwards; needs --task, --dataset, --out
+# among the arguments), PYTHON (default: the checkout's .venv, else the active venv, else python3).
+# Paths are taken relative to the directory you run it from.
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-NUM_GPUS="${NUM_GPUS:-$(nvidia-smi -L 2>/dev/null | wc -l)}"
+source "$(dirname "${BASH_SOURCE[0]}")/../_common.sh"
+NUM_GPUS="$(r1v_num_gpus)"
 EVAL="${EVAL:-true}"
 TASK="" DATASET="" OUT="" SPLIT="test"
 args=("$@")
@@ -21,16 +23,18 @@ for ((i = 0; i < ${#args[@]}; i++)); do
     --split) SPLIT="${args[$((i + 1))]:-}" ;;
   esac
 done
-cd "$ROOT"
+if [[ "$NUM_GPUS" -le 0 ]]; then
+  echo "inference/local.sh: no GPU found (NUM_GPUS unset, nvidia-smi missing or listing none): one process on the CPU" >&2
+fi
 if [[ "$NUM_GPUS" -le 1 ]]; then
-  python -m r1vision.cli infer "$@"
+  "$PYTHON" -m r1vision.cli infer "$@"
 else
   # r1vision infer deals rows round-robin to the launched processes; each writes shard-<rank>.jsonl.
-  accelerate launch --multi_gpu --num_machines 1 --num_processes "$NUM_GPUS" \
+  "${ACCELERATE[@]}" --multi_gpu --num_machines 1 --num_processes "$NUM_GPUS" \
     --main_process_port "${MASTER_PORT:-29500}" -m r1vision.cli infer "$@" \
     || { echo "inference/local.sh: inference failed; rerun the same command to resume" >&2; exit 1; }
 fi
 if [[ "$EVAL" == "true" && -n "$TASK" && -n "$DATASET" && -n "$OUT" ]]; then
-  python -m r1vision.cli eval "$TASK" --gt "$DATASET" --pred "$OUT" --split "$SPLIT" \
+  "$PYTHON" -m r1vision.cli eval "$TASK" --gt "$DATASET" --pred "$OUT" --split "$SPLIT" \
     --json-out "$OUT/metrics.json"
 fi

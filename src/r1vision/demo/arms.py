@@ -142,6 +142,7 @@ def train_sft(
     rows = load_rows(data, "train", cfg)
     rows = rows.remove_columns([c for c in rows.column_names if c not in ("prompt", "completion", "images")])
     args = VisionSFTConfig(
+        overwrite_output_dir=True,  # the demo rebuilds its folders on every run
         output_dir=str(out_dir),
         max_steps=steps,
         per_device_train_batch_size=cfg.sft_batch,
@@ -179,6 +180,7 @@ def train_grpo(
         FAMILY, weights=cfg.reward_weights, strict_format=cfg.strict_format, max_pixels=cfg.max_pixels
     )
     args = VisionGRPOConfig(
+        overwrite_output_dir=True,  # the demo rebuilds its folders on every run
         output_dir=str(out_dir),
         max_steps=cfg.grpo_steps,
         per_device_train_batch_size=cfg.grpo_prompts * cfg.num_generations,

@@ -205,6 +205,9 @@ def _repack_cpu_gemms(modules: Sequence[torch.nn.Module]) -> None:
                     dispatch_cpu_unquantized_gemm(module, remove_weight=False)
 
 
+INFER_COMPLETION_TOKENS = 4096  # room for new tokens when the caller gives no max_model_len
+
+
 class VLLMGenerator:
     """An in-process vLLM engine for image prompts, built with the trainer's processor and pixel budget."""
 
@@ -228,6 +231,16 @@ class VLLMGenerator:
         self.processor = processor
         self.budget = budget
         self.image_token_id = int(processor.image_token_id)
+        if max_model_len is None:  # vLLM's default is the model's whole context (262,144 for Qwen3-VL)
+            from transformers import AutoConfig
+
+            from r1vision.generation.vllm_plan import model_context, resolve_max_model_len
+
+            context = model_context(AutoConfig.from_pretrained(model_path))
+            max_model_len = resolve_max_model_len(
+                None, budget, max_images, INFER_COMPLETION_TOKENS, None, context
+            )
+        self.max_model_len = int(max_model_len)
         self.llm = LLM(
             **engine_kwargs(model_path, budget, max_images, max_model_len=max_model_len, **overrides)
         )
@@ -255,6 +268,13 @@ class VLLMGenerator:
             logit_bias={self.image_token_id: -100.0},
         )
         expanded = [self.prompt_ids(row, list(imgs)) for row, imgs in zip(rows, images, strict=True)]
+        limit = self.llm.llm_engine.model_config.max_model_len  # the engine's own (also when reused)
+        for i, ids in enumerate(expanded):
+            if len(ids) + options.max_new_tokens > limit:
+                raise ValueError(
+                    f"row {i}: {len(ids)} prompt tokens + {options.max_new_tokens} new tokens exceed the "
+                    f"engine's max_model_len {limit}; pass a larger max_model_len"
+                )
         requests = []
         for ids, imgs in zip(expanded, images, strict=True):
             request: dict[str, Any] = {"prompt_token_ids": collapse_image_runs(ids, self.image_token_id)}

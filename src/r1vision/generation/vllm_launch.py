@@ -42,6 +42,8 @@ class ServerGroup:
     seed: int = 0
     server_args: list[str] = field(default_factory=list)  # more ``--flag value`` for every server
     env: dict[str, str] = field(default_factory=dict)
+    kind: str = "r1vision"  # or "vllm": vLLM's own server with TRL's NCCL weight transfer
+    data_parallel_size: int = 1  # kind "vllm" only
     procs: list[subprocess.Popen] = field(default_factory=list, init=False)
     logs: list[Path] = field(default_factory=list, init=False)
 
@@ -58,7 +60,7 @@ class ServerGroup:
             return None
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
         ids = visible.split(",") if visible else [str(i) for i in range(torch.cuda.device_count())]
-        need = self.first_device + self.num_servers * self.tensor_parallel_size
+        need = self.first_device + self.num_servers * self.gpus_per_server
         if need > len(ids):
             raise ServerStartError(
                 f"{self.num_servers} server(s) x tensor_parallel_size {self.tensor_parallel_size} from device "
@@ -66,19 +68,39 @@ class ServerGroup:
             )
         return ids
 
+    @property
+    def gpus_per_server(self) -> int:
+        return self.tensor_parallel_size * (self.data_parallel_size if self.kind == "vllm" else 1)
+
+    def command(self, i: int, port: int) -> list[str]:
+        """The command line of server ``i``."""
+        if self.kind == "vllm":
+            # What `trl vllm-serve` (deprecated for removal in TRL 2.0) runs: vLLM's server with the
+            # weight-transfer endpoints TRL's server mode syncs through.
+            cmd = [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", self.model]
+            cmd += ["--host", self.host, "--port", str(port)]
+            cmd += ["--tensor-parallel-size", str(self.tensor_parallel_size)]
+            cmd += ["--data-parallel-size", str(self.data_parallel_size), *self.server_args]
+            cmd += ["--weight-transfer-config", '{"backend": "nccl"}', "--enable-scale-out"]
+            cmd += ["--logprobs-mode", "processed_logprobs", "--max-logprobs", "-1"]
+            return cmd + ["--seed", str(self.seed + i)]
+        cmd = [sys.executable, "-m", "r1vision.generation.vllm_server", "--model", self.model]
+        cmd += ["--port", str(port), "--host", self.host]
+        cmd += ["--tensor-parallel-size", str(self.tensor_parallel_size), *self.server_args]
+        return cmd + ["--seed", str(self.seed + i)]  # servers sample differently for identical prompts
+
     def start(self) -> ServerGroup:
         """Start the processes (each in its own process group, logging to ``log_dir/vllm-server-PORT.log``)."""
         devices = self._devices()
         Path(self.log_dir).mkdir(parents=True, exist_ok=True)
         for i, port in enumerate(self.ports):
             env = {**os.environ, **self.env}
+            if self.kind == "vllm":
+                env["VLLM_SERVER_DEV_MODE"] = "1"  # the weight-transfer and cache endpoints TRL calls
             if devices is not None:
-                start = self.first_device + i * self.tensor_parallel_size
-                env["CUDA_VISIBLE_DEVICES"] = ",".join(devices[start : start + self.tensor_parallel_size])
-            cmd = [sys.executable, "-m", "r1vision.generation.vllm_server", "--model", self.model]
-            cmd += ["--port", str(port), "--host", self.host]
-            cmd += ["--tensor-parallel-size", str(self.tensor_parallel_size), *self.server_args]
-            cmd += ["--seed", str(self.seed + i)]  # servers sample differently for identical prompts
+                start = self.first_device + i * self.gpus_per_server
+                env["CUDA_VISIBLE_DEVICES"] = ",".join(devices[start : start + self.gpus_per_server])
+            cmd = self.command(i, port)
             log = Path(self.log_dir) / f"vllm-server-{port}.log"
             with open(log, "wb") as f:
                 proc = subprocess.Popen(
@@ -165,6 +187,50 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
         pass
 
 
+# recipe key -> server option; the trainer's values, so the servers resize and size sequences like it
+RECIPE_KEYS = {
+    "model": "model",
+    "min_pixels": "min_pixels",
+    "max_pixels": "max_pixels",
+    "max_images_per_prompt": "max_images_per_prompt",
+    "max_completion_length": "max_completion_length",
+    "max_prompt_text_tokens": "max_prompt_text_tokens",
+    "vllm_max_model_length": "max_model_len",
+    "vllm_gpu_memory_utilization": None,  # a colocate setting; servers take --gpu-memory-utilization
+}
+
+
+def apply_recipe(a: Any, argv: Sequence[str]) -> None:
+    """Fill ``a`` from ``a.config`` (a training recipe) where the command line did not set a value;
+    refuse settings the servers cannot honour (tensor parallelism, no model)."""
+    if a.config:
+        import yaml
+
+        with open(a.config) as f:
+            recipe = yaml.safe_load(f) or {}
+        if not isinstance(recipe, dict):
+            raise ValueError(f"{a.config}: a recipe is a YAML mapping of config fields")
+        given = {arg.split("=", 1)[0].lstrip("-").replace("-", "_") for arg in argv if arg.startswith("--")}
+        for key, option in RECIPE_KEYS.items():
+            if option is None or key not in recipe or option in given or recipe[key] is None:
+                continue
+            setattr(a, option, recipe[key])
+    if a.max_completion_length is None and a.max_model_len is None:
+        # TRL's default, as the trainer would use it; a server sized to the model's whole context may
+        # not even start (Qwen3-VL: 262,144 tokens of KV cache)
+        from trl import GRPOConfig
+
+        a.max_completion_length = GRPOConfig.max_completion_length
+    if not a.model:
+        raise ValueError("--model is required (or a --config recipe that names it)")
+    if a.server == "r1vision" and a.tensor_parallel_size != 1:
+        from r1vision.generation.vllm_server import _TP_REFUSAL
+
+        raise ValueError(_TP_REFUSAL)
+    if a.server == "vllm" and a.num_servers != 1:
+        raise ValueError("--server vllm runs one server (use --data-parallel-size for replicas)")
+
+
 def vllm_serve_main(argv: Sequence[str] | None = None) -> int:
     """``r1vision vllm-serve``: start the servers, wait for health, serve until stopped (or run a command)."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -172,22 +238,33 @@ def vllm_serve_main(argv: Sequence[str] | None = None) -> int:
     if "--" in argv:
         cut = argv.index("--")
         argv, command = argv[:cut], argv[cut + 1 :]
-    p = _server_parser("r1vision vllm-serve")
+    p = _server_parser("r1vision vllm-serve", model_required=False)
     p.description = (
         "Start N r1vision vLLM servers (server i on --base-port + i), one per training process "
-        "(--vllm_server_per_rank true). With `-- COMMAND ...` run the command while they are up."
+        "(--vllm_server_per_rank true). With `-- COMMAND ...` run the command while they are up. "
+        "--config reads the training recipe's model, pixel budget, image limit and lengths (flags win)."
     )
+    p.add_argument("--config", default=None, help="the training recipe YAML (r1vision grpo --config)")
+    p.add_argument(
+        "--server",
+        choices=("r1vision", "vllm"),
+        default="r1vision",
+        help="r1vision: per-rank servers (--vllm_server_per_rank); vllm: one vLLM server for TRL's server "
+        "mode (NCCL weight sync; replaces the deprecated `trl vllm-serve`)",
+    )
+    p.add_argument("--data-parallel-size", type=int, default=1, help="--server vllm: engine replicas")
     p.add_argument("--num-servers", type=int, default=1)
     p.add_argument("--base-port", type=int, default=8000)
     p.add_argument("--first-device", type=int, default=0, help="first GPU (of the visible ones) to use")
     p.add_argument("--health-timeout", type=float, default=600.0, help="seconds to wait for all servers")
     p.add_argument("--log-dir", default="logs", help="server i logs to LOG_DIR/vllm-server-PORT.log")
     a = p.parse_args(argv)
-    server_args = ["--gpu-memory-utilization", str(a.gpu_memory_utilization)]
-    server_args += ["--max-images-per-prompt", str(a.max_images_per_prompt)]
-    for flag in ("min_pixels", "max_pixels", "dtype", "max_model_len"):
-        if getattr(a, flag) is not None:
-            server_args += ["--" + flag.replace("_", "-"), str(getattr(a, flag))]
+    try:
+        apply_recipe(a, argv)
+    except ValueError as exc:
+        print(f"vllm-serve: {exc}", file=sys.stderr, flush=True)
+        return 2
+    server_args = vllm_server_args(a) if a.server == "vllm" else _r1vision_server_args(a)
     group = ServerGroup(
         a.model,
         num_servers=a.num_servers,
@@ -198,7 +275,54 @@ def vllm_serve_main(argv: Sequence[str] | None = None) -> int:
         log_dir=a.log_dir,
         seed=a.seed,
         server_args=server_args,
+        kind=a.server,
+        data_parallel_size=a.data_parallel_size,
     )
+    return _serve(group, a.health_timeout, command)
+
+
+def _r1vision_server_args(a: Any) -> list[str]:
+    server_args = ["--gpu-memory-utilization", str(a.gpu_memory_utilization)]
+    server_args += ["--max-images-per-prompt", str(a.max_images_per_prompt)]
+    for flag in (
+        "min_pixels",
+        "max_pixels",
+        "dtype",
+        "max_model_len",
+        "max_completion_length",
+        "max_prompt_text_tokens",
+    ):
+        if getattr(a, flag) is not None:
+            server_args += ["--" + flag.replace("_", "-"), str(getattr(a, flag))]
+    return server_args
+
+
+def vllm_server_args(a: Any) -> list[str]:
+    """vLLM ``serve`` flags with the run's pixel budget, image limit and ``max_model_len``."""
+    import json
+
+    from transformers import AutoConfig
+
+    from r1vision.generation.vllm_engine import budget_processor_kwargs
+    from r1vision.generation.vllm_plan import model_context, resolve_max_model_len
+    from r1vision.vision.budget import resolve_budget
+    from r1vision.vision.family import model_family
+
+    config = AutoConfig.from_pretrained(a.model)
+    # The trainer's rule: explicit values win, the rest from the model's processor (or the family default).
+    budget = resolve_budget(model_family(config), a.min_pixels, a.max_pixels, a.model)
+    max_len = resolve_max_model_len(
+        a.max_model_len, budget, a.max_images_per_prompt, a.max_completion_length,
+        a.max_prompt_text_tokens, model_context(config),
+    )  # fmt: skip
+    args = ["--gpu-memory-utilization", str(a.gpu_memory_utilization), "--max-model-len", str(max_len)]
+    args += ["--limit-mm-per-prompt", json.dumps({"image": a.max_images_per_prompt, "video": 0})]
+    args += ["--mm-processor-kwargs", json.dumps(budget_processor_kwargs(budget))]
+    return args + (["--dtype", a.dtype] if a.dtype else [])
+
+
+def _serve(group: ServerGroup, health_timeout: float, command: list[str]) -> int:
+    """Start ``group``, wait for health, run ``command`` (if any) while it is up; always stop it."""
 
     def on_signal(signum: int, frame: Any) -> None:
         raise SystemExit(128 + signum)
@@ -208,8 +332,8 @@ def vllm_serve_main(argv: Sequence[str] | None = None) -> int:
     child: subprocess.Popen | None = None
     try:
         group.start()
-        group.wait_healthy(a.health_timeout)
-        print(f"vllm-serve: {a.num_servers} server(s) healthy on ports {group.ports}", flush=True)
+        group.wait_healthy(health_timeout)
+        print(f"vllm-serve: {group.num_servers} server(s) healthy on ports {group.ports}", flush=True)
         if command:
             child = subprocess.Popen(command, start_new_session=True)
         while True:

@@ -68,6 +68,8 @@ class ServerOptions:
     max_images_per_prompt: int = 1
     dtype: str | None = None
     max_model_len: int | None = None
+    max_completion_length: int | None = None
+    max_prompt_text_tokens: int | None = None
     seed: int = 0
 
 
@@ -88,9 +90,26 @@ class ServerEngine:
         vllm_compat.apply()
         self.options = options
         # Read the model before importing vLLM, so a wrong path fails in seconds.
-        family = model_family(AutoConfig.from_pretrained(options.model))
+        model_config = AutoConfig.from_pretrained(options.model)
+        family = model_family(model_config)
         processor = AutoProcessor.from_pretrained(options.model)
         self.budget = resolve_budget(family, options.min_pixels, options.max_pixels, processor)
+        if options.tensor_parallel_size > 1:
+            raise ValueError(_TP_REFUSAL)
+        max_model_len = options.max_model_len
+        if max_model_len is None and options.max_completion_length is not None:
+            # The run's own lengths: vLLM's default is the model's whole context (its KV cache alone can
+            # exceed a 24 GB card).
+            from r1vision.generation.vllm_plan import model_context, resolve_max_model_len
+
+            max_model_len = resolve_max_model_len(
+                None,
+                self.budget,
+                options.max_images_per_prompt,
+                options.max_completion_length,
+                options.max_prompt_text_tokens,
+                context=model_context(model_config),
+            )
         from vllm import LLM
 
         # On CPU generate in float32, the training dtype there (vLLM-CPU would pick bfloat16 for "auto");
@@ -101,14 +120,13 @@ class ServerEngine:
             self.budget,
             options.max_images_per_prompt,
             dtype=dtype,
-            max_model_len=options.max_model_len,
+            max_model_len=max_model_len,
             seed=options.seed,
             # The importance-sampling correction wants log-probs after temperature and logit processing.
             logprobs_mode="processed_logprobs",
         )
         if torch.cuda.is_available():
             kwargs["gpu_memory_utilization"] = options.gpu_memory_utilization
-            kwargs["tensor_parallel_size"] = options.tensor_parallel_size
         self.llm = LLM(**kwargs)
         self.lock = threading.Lock()
         self.reload: Any = None
@@ -175,11 +193,6 @@ class ServerEngine:
     def begin_weights(self, names: Sequence[str]) -> None:
         from r1vision.generation.vllm_engine import InplaceReload
 
-        if self.options.tensor_parallel_size > 1:
-            # The reload reaches into the in-process model; tensor-parallel shards live in worker processes.
-            raise NotImplementedError(
-                "weight updates need --tensor-parallel-size 1 per server (one server per GPU instead)"
-            )
         if not names:  # an empty reload would reset the whole model and load nothing into it
             raise ValueError("weights/begin needs the names of the tensors (or modules) to be loaded")
         with self.lock:
@@ -259,17 +272,28 @@ def build_app(engine: ServerEngine) -> Any:
     return app
 
 
-def _server_parser(prog: str) -> argparse.ArgumentParser:
+_TP_REFUSAL = (
+    "r1vision vLLM servers need --tensor-parallel-size 1: the trainer pushes weights into the server's "
+    "in-process engine, and tensor-parallel shards live in worker processes it cannot reach. Run one "
+    "server per GPU (a model too large for one GPU does not fit the 24 GB per-rank layout anyway)."
+)
+
+
+def _server_parser(prog: str, model_required: bool = True) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog)
-    p.add_argument("--model", required=True)
+    p.add_argument("--model", required=model_required)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
-    p.add_argument("--tensor-parallel-size", type=int, default=1)
+    p.add_argument("--tensor-parallel-size", type=int, default=1, help="must be 1 (weight pushes)")
     p.add_argument("--min-pixels", type=int, default=None, help="pixel budget (default: the processor's)")
     p.add_argument("--max-pixels", type=int, default=None, help="pixel budget (default: the processor's)")
     p.add_argument("--max-images-per-prompt", type=int, default=1)
     p.add_argument("--dtype", default=None, help="default: the checkpoint's on GPUs, float32 on CPU")
-    p.add_argument("--max-model-len", type=int, default=None)
+    p.add_argument(
+        "--max-model-len", type=int, default=None, help="default: from the lengths below and the budget"
+    )
+    p.add_argument("--max-completion-length", type=int, default=None, help="the trainer's")
+    p.add_argument("--max-prompt-text-tokens", type=int, default=None, help="the trainer's (default 1024)")
     p.add_argument("--seed", type=int, default=0, help="server i uses seed + i")
     return p
 

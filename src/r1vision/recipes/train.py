@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +61,8 @@ class ScriptArguments:
     )
 
     def __post_init__(self) -> None:
+        from r1vision.trainer.merge import resolve_model
+
         for alias, name in (("model_name_or_path", "model"), ("dataset_name", "dataset")):
             value = getattr(self, alias)
             if value and getattr(self, name) and value != getattr(self, name):
@@ -70,6 +73,7 @@ class ScriptArguments:
             self.reward_funcs = [*(self.reward_funcs or []), self.rewards]
         if not self.model:
             raise ValueError("--model is required (a Hub id or a local model folder)")
+        self.model = resolve_model(self.model)  # a LoRA run's output_dir trains on from its merged model
         if not self.dataset:
             raise ValueError("--dataset is required (a Hub id, a local folder or file)")
 
@@ -108,10 +112,12 @@ def _datasets(script: ScriptArguments, config: Any):
 def run_grpo(script: ScriptArguments, config: Any) -> str:
     """Train with ``VisionGRPOTrainer`` on the task's rewards; returns the output directory."""
     from r1vision.trainer.grpo import VisionGRPOTrainer
+    from r1vision.trainer.validation import check_generation_batch
     from r1vision.versions import check_generation_stack
 
     check_generation_stack(use_vllm=bool(getattr(config, "use_vllm", False)))
     task, train, evald, opts = _datasets(script, config)
+    check_generation_batch(len(train), config)  # else TRL trains 0 steps and exits 0
     # Rewards that judge truncation need the stop tokens and the length limit (e.g. geometry's no_eos).
     from transformers import AutoTokenizer
 
@@ -136,8 +142,31 @@ def run_grpo(script: ScriptArguments, config: Any) -> str:
     record_layout(trainer, config.output_dir)
     trainer.save_model(config.output_dir)
     trainer.processing_class.save_pretrained(config.output_dir)
+    _finish_output(trainer, "grpo", script, config)
     teardown()
     return config.output_dir
+
+
+def _finish_output(trainer: Any, kind: str, script: ScriptArguments, config: Any) -> None:
+    """Run settings next to the weights; for LoRA, an absolute base path and a merged stand-alone model."""
+    from r1vision.trainer.merge import (
+        MERGED_SUBDIR,
+        copy_stock_files,
+        is_adapter_dir,
+        merge_adapter,
+        record_absolute_base,
+    )
+    from r1vision.trainer.run_info import run_settings, write_run_info
+
+    if not trainer.args.should_save:
+        return
+    opts = task_options(get_task(script.task), script.task_options)
+    write_run_info(config.output_dir, run_settings(kind, script, config, opts))
+    copy_stock_files(script.model, config.output_dir)
+    if is_adapter_dir(config.output_dir):
+        record_absolute_base(config.output_dir, script.model)
+        merged = merge_adapter(config.output_dir, os.path.join(config.output_dir, MERGED_SUBDIR))
+        logger.info("LoRA adapter merged into a stand-alone model: %s", merged)
 
 
 def _decoding_eval(script: ScriptArguments, config: Any, task: Any, opts: dict[str, Any], trainer: Any):
@@ -172,5 +201,6 @@ def run_sft(script: ScriptArguments, config: Any) -> str:
     trainer.train(resume_from_checkpoint=config.resume_from_checkpoint)
     record_layout(trainer, config.output_dir)
     trainer.save_model(config.output_dir)
+    _finish_output(trainer, "sft", script, config)
     teardown()
     return config.output_dir

@@ -44,7 +44,12 @@ def _read_safetensors(checkpoint: str) -> dict[str, Any] | None:
 
 
 class CheckpointRenameMixin:
-    """Mixin for ``Trainer`` subclasses: correct weight loading on ``resume_from_checkpoint``."""
+    """Mixin for ``Trainer`` subclasses: correct weight loading on ``resume_from_checkpoint``, and no silent
+    rerun into an ``output_dir`` that holds a previous run (:func:`check_output_dir`)."""
+
+    def train(self, resume_from_checkpoint: Any = None, *args: Any, **kwargs: Any) -> Any:
+        check_output_dir(self.args, resume_from_checkpoint)  # type: ignore[attr-defined]
+        return super().train(resume_from_checkpoint, *args, **kwargs)  # type: ignore[misc]
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
         from transformers import PreTrainedModel
@@ -66,3 +71,46 @@ class CheckpointRenameMixin:
                 f"checkpoint {resume_from_checkpoint} does not match the model: missing {missing[:5]}, "
                 f"unexpected {result.unexpected_keys[:5]}"
             )
+
+
+class OutputDirInUseError(FileExistsError):
+    """``output_dir`` already holds a run and neither resuming nor overwriting was asked for."""
+
+
+def _run_traces(output_dir: str) -> list[str]:
+    """What in ``output_dir`` shows a previous run: weights, an adapter, checkpoints, metrics rows."""
+    if not os.path.isdir(output_dir):
+        return []
+    found = []
+    for name in ("model.safetensors", "model.safetensors.index.json", "adapter_model.safetensors"):
+        if os.path.isfile(os.path.join(output_dir, name)):
+            found.append(name)
+    checkpoints = sorted(n for n in os.listdir(output_dir) if n.startswith("checkpoint-"))
+    if checkpoints:
+        found.append(f"{len(checkpoints)} checkpoint folder(s) ({checkpoints[-1]} last)")
+    metrics = os.path.join(output_dir, "metrics.csv")
+    if os.path.isfile(metrics):
+        with open(metrics) as f:
+            rows = max(0, sum(1 for _ in f) - 1)
+        if rows:
+            found.append(f"metrics.csv with {rows} row(s)")
+    return found
+
+
+def check_output_dir(args: Any, resume_from_checkpoint: Any = None) -> None:
+    """Refuse to train into a folder holding a previous run unless resuming or ``overwrite_output_dir``.
+
+    Training again would silently replace the weights and cut ``metrics.csv`` to the new run's rows.
+    Runs at the start of ``train()``, before the first step and before ``metrics.csv`` is touched.
+    """
+    if resume_from_checkpoint or getattr(args, "resume_from_checkpoint", None):
+        return
+    if getattr(args, "overwrite_output_dir", False):
+        return
+    traces = _run_traces(args.output_dir)
+    if traces:
+        raise OutputDirInUseError(
+            f"output_dir {args.output_dir} already holds a run ({', '.join(traces)}). Pass "
+            "--resume_from_checkpoint last to continue it from its last checkpoint, --overwrite_output_dir true "
+            "to replace it, or choose another --output_dir."
+        )

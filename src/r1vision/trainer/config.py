@@ -6,6 +6,10 @@ from dataclasses import dataclass, field
 
 from trl import GRPOConfig, SFTConfig
 
+from r1vision.trainer.merge import silence_peft_deprecation
+
+silence_peft_deprecation()
+
 
 @dataclass
 class VisionOptions:
@@ -46,6 +50,13 @@ class VisionOptions:
         },
     )
     metrics_csv: bool = field(default=True, metadata={"help": "Write metrics.csv in output_dir."})
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={
+            "help": "Replace a previous run in output_dir (weights, metrics.csv). Without it, training into a "
+            "folder that holds a run stops with a message; --resume_from_checkpoint last continues it."
+        },
+    )
 
     def __post_init__(self) -> None:
         from r1vision.trainer.distributed import prepare_distributed
@@ -54,6 +65,17 @@ class VisionOptions:
         # (conv3d) on a slow path: training measured 20-40x slower than float32. An explicit value is kept.
         if getattr(self, "bf16", False) is None and not getattr(self, "fp16", False) and _cpu_only(self):
             self.bf16 = False
+        # TRL sets the deprecated `gradient_checkpointing` (default True), so transformers warns on every
+        # config, recipe or not. Carry the value over to its new name; an explicit new name wins.
+        for old, new in (
+            ("gradient_checkpointing", "activation_checkpointing"),
+            ("gradient_checkpointing_kwargs", "activation_checkpointing_kwargs"),
+        ):
+            if hasattr(self, new) and getattr(self, new) is None and getattr(self, old, None) is not None:
+                setattr(self, new, getattr(self, old))
+        # `--resume_from_checkpoint last|true` means the newest checkpoint-* in output_dir (Trainer's True).
+        if str(getattr(self, "resume_from_checkpoint", None)).lower() in ("last", "true"):
+            self.resume_from_checkpoint = True  # type: ignore[assignment]
         # Must precede TrainingArguments.__post_init__, which resolves devices and the DeepSpeed config.
         prepare_distributed(self)
         super().__post_init__()  # type: ignore[misc]
@@ -110,6 +132,14 @@ class VisionGRPOConfig(VisionOptions, GRPOConfig):
     max_images_per_prompt: int = field(
         default=1, metadata={"help": "Most images in a prompt: vLLM's limit_mm_per_prompt (videos are off)."}
     )
+    max_prompt_text_tokens: int = field(
+        default=1024,
+        metadata={
+            "help": "Text tokens of the longest prompt (image tokens not counted). With the images at the "
+            "pixel budget and max_completion_length it sets vLLM's max_model_len unless "
+            "vllm_max_model_length is given; a longer prompt is refused at rollout time."
+        },
+    )
     keep_groups_by_std: float = field(
         default=1.0,
         metadata={
@@ -148,8 +178,28 @@ class VisionGRPOConfig(VisionOptions, GRPOConfig):
             self.num_generations = 1
         elif self.advantage_estimator == "rloo" and self.num_generations < 2:
             raise ValueError("advantage_estimator='rloo' needs num_generations >= 2 (leave-one-out baseline)")
+        _refuse_engine_problems(self)
+
+
+def _refuse_engine_problems(args: VisionGRPOConfig) -> None:
+    """vLLM settings that cannot work together fail here, before any model or GPU is touched."""
+    from r1vision.generation.vllm_plan import engine_problems, target_has_cuda
+
+    problems = engine_problems(args, cuda=target_has_cuda(args))
+    if problems:
+        raise ValueError("vLLM settings that cannot work: " + "; ".join(problems))
 
 
 @dataclass
 class VisionSFTConfig(VisionOptions, SFTConfig):
     """TRL's ``SFTConfig`` plus the same image options, so SFT sees exactly what GRPO will see."""
+
+    # TRL's 1024 is shorter than one 1024x1024 photo at Qwen's default budget (1,296 image tokens), and
+    # truncating image tokens fails in step 1. Unset: no truncation; a value is checked per row up front.
+    max_length: int | None = field(
+        default=None,
+        metadata={
+            "help": "Longest tokenized sequence (prompt + image tokens + target). Unset: no truncation. A value "
+            "shorter than some row stops before training with that row's needed length."
+        },
+    )

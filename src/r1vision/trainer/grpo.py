@@ -60,12 +60,22 @@ class VisionGRPOTrainer(CheckpointRenameMixin, GRPOTrainer):
 
         generation: contextlib.AbstractContextManager = contextlib.nullcontext()
         if args.use_vllm:  # TRL builds its vLLM backend in __init__: hand it our VLM-aware subclass
-            from r1vision.generation.vllm_colocate import vision_vllm_generation
+            from r1vision.generation.vllm_plan import resolve_max_model_len
+            from r1vision.generation.vllm_trl import vision_vllm_generation
 
+            max_images = getattr(args, "max_images_per_prompt", 1)
             generation = vision_vllm_generation(
                 self.pixel_budget,
-                getattr(args, "max_images_per_prompt", 1),
+                max_images,
                 per_rank_servers=getattr(args, "vllm_server_per_rank", False),
+                mode=args.vllm_mode,
+                max_model_len=resolve_max_model_len(
+                    args.vllm_max_model_length,
+                    self.pixel_budget,
+                    max_images,
+                    args.max_completion_length,
+                    getattr(args, "max_prompt_text_tokens", None),
+                ),  # fmt: skip
             )
         with generation:
             super().__init__(

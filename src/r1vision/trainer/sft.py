@@ -14,6 +14,7 @@ from trl import SFTTrainer
 from r1vision.trainer.checkpoint import CheckpointRenameMixin
 from r1vision.trainer.config import VisionSFTConfig
 from r1vision.trainer.modeling import freeze_vision_tower, prepare_vision_training
+from r1vision.trainer.validation import check_sequence_lengths
 from r1vision.vision.budget import PixelBudget
 from r1vision.vision.images import fit_to_budget, images_of_row, load_image
 
@@ -57,6 +58,16 @@ class VisionSFTTrainer(CheckpointRenameMixin, SFTTrainer):
             model, args, processing_class, peft_config, callbacks, [train_dataset, eval_dataset]
         )
         self.model_family, self.pixel_budget = setup.family, setup.budget
+        for dataset in (train_dataset, eval_dataset):
+            if dataset is not None and not isinstance(dataset, dict) and args.validate_rows != 0:
+                check_sequence_lengths(
+                    dataset,
+                    setup.processor,
+                    setup.budget,
+                    args.max_length,
+                    args.image_root,
+                    args.validate_rows,
+                )
         processing_class, peft_config, callbacks = setup.processor, setup.peft_config, setup.callbacks
         super().__init__(
             model=model,

@@ -10,6 +10,10 @@ from r1vision.vision.images import ImageLoadError, describe_source, images_of_ro
 _RAW_VISION_MARKERS = ("<|image_pad|>", "<|vision_start|>", "<|vision_end|>", "<|video_pad|>")
 
 
+# Qwen-VL's smart_resize refuses longer/shorter side ratios above this.
+MAX_ASPECT_RATIO = 200
+
+
 class DatasetValidationError(ValueError):
     """A dataset row cannot be trained on; the message names the row and the offending field or path."""
 
@@ -80,14 +84,23 @@ def validate_row(row: dict[str, Any], index: int | None, image_root: str | None 
         if value is None:
             raise DatasetValidationError(f"{label}: {column}[{j}] is empty")
         try:
-            load_image(value, image_root)
+            width, height = load_image(value, image_root).size
         except ImageLoadError as exc:
             raise DatasetValidationError(f"{label}: {column}[{j}] ({describe_source(value)}): {exc}") from exc
+        if max(width, height) > MAX_ASPECT_RATIO * min(width, height):
+            raise DatasetValidationError(
+                f"{label}: {column}[{j}] ({describe_source(value)}) is {width}x{height}, an aspect ratio above "
+                f"{MAX_ASPECT_RATIO}, the limit of Qwen-VL's resize rule (smart_resize); crop or pad it"
+            )
 
 
 def validate_dataset(dataset: Any, image_root: str | None = None, limit: int | None = None) -> int:
     """Validate the first ``limit`` rows (all when ``None``; none when 0); return how many were checked."""
-    if limit == 0 or dataset is None:
+    if dataset is None:
+        return 0
+    if hasattr(dataset, "__len__") and len(dataset) == 0:
+        raise DatasetValidationError("the dataset has no rows (check --dataset and its split)")
+    if limit == 0:
         return 0
     if hasattr(dataset, "__len__") and hasattr(dataset, "select"):
         n = len(dataset) if limit is None else min(limit, len(dataset))
@@ -101,3 +114,68 @@ def validate_dataset(dataset: Any, image_root: str | None = None, limit: int | N
         validate_row(row, i, image_root)
         checked += 1
     return checked
+
+
+def check_sequence_lengths(
+    dataset: Any,
+    processor: Any,
+    budget: Any,
+    max_length: int | None,
+    image_root: str | None = None,
+    limit: int | None = None,
+) -> int:
+    """SFT: every row's prompt with its image tokens must fit ``max_length``; return the longest full row.
+
+    TRL truncates SFT sequences to ``max_length`` from the end. Cutting the target is a choice the user
+    makes; cutting image tokens fails in step 1 (``max_length (1024) is too short``). Here the row, its
+    image size and the length its prompt needs are named before training.
+    """
+    if dataset is None or not hasattr(dataset, "__len__"):
+        return 0
+    n = len(dataset) if limit is None else min(limit, len(dataset))
+    token = getattr(processor, "image_token", "<|image_pad|>")
+
+    def length(messages: list, n_image: int, **kwargs: Any) -> int:
+        text = processor.apply_chat_template(messages, tokenize=False, **kwargs)
+        ids = processor.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return len(ids) - text.count(token) + n_image
+
+    longest = 0
+    for i in range(n):
+        row = dataset[i]
+        prompt = list(row.get("prompt") or [])
+        if not prompt or not isinstance(prompt[0], dict):
+            continue
+        sizes = [load_image(v, image_root).size for v in images_of_row(row)]
+        n_image = sum(budget.num_tokens(w, h) for w, h in sizes)
+        longest = max(longest, length(prompt + list(row.get("completion") or []), n_image))
+        if max_length is None:
+            continue
+        needed = length(prompt, n_image, add_generation_prompt=True)
+        if needed > max_length:
+            shown = ", ".join(f"{w}x{h}" for w, h in sizes) or "none"
+            raise DatasetValidationError(
+                f"{row_label(row, i)}: its prompt needs {needed} tokens ({n_image} image tokens for image(s) "
+                f"{shown} at max_pixels={budget.max_pixels}, {needed - n_image} text tokens) but max_length is "
+                f"{max_length}, so truncation would cut image tokens; pass --max_length {needed} or more "
+                "(or leave it unset: no truncation), or lower --max_pixels"
+            )
+    return longest
+
+
+def check_generation_batch(n_rows: int, args: Any) -> None:
+    """GRPO draws ``generation_batch_size / num_generations`` distinct prompts per generation round; with
+    fewer training rows TRL's sampler yields no batch and the run "finishes" after 0 steps, exit code 0."""
+    batch = getattr(args, "generation_batch_size", None)
+    groups = max(1, int(getattr(args, "num_generations", 1) or 1))
+    if not batch:
+        return
+    prompts = int(batch) // groups
+    if n_rows < prompts:
+        raise DatasetValidationError(
+            f"the training split has {n_rows} row(s), fewer than the {prompts} distinct prompts one GRPO "
+            f"generation round draws (generation_batch_size {batch} = per_device_train_batch_size "
+            f"{args.per_device_train_batch_size} x processes x steps_per_generation {args.steps_per_generation}, "
+            f"over num_generations {groups}); TRL would train 0 steps. Use at least {prompts} rows, or lower "
+            "per_device_train_batch_size / steps_per_generation."
+        )

@@ -56,7 +56,33 @@ def load_image(value: Any, image_root: str | os.PathLike | None = None) -> Image
         raise
     except Exception as exc:  # PIL raises many types for corrupt data
         raise ImageLoadError(f"cannot decode image {describe_source(value)}: {exc}") from exc
-    return img.convert("RGB") if img.mode != "RGB" else img
+    return to_rgb(img)
+
+
+def to_rgb(img: Image.Image) -> Image.Image:
+    """An 8-bit RGB copy of ``img``: transparency composited onto white, 16/32-bit values scaled, not clipped.
+
+    White, because the SVG reward renders onto white and a transparent figure is meant to be seen on
+    white; PIL's own ``convert("RGB")`` drops alpha (transparent pixels become their hidden colour,
+    often black) and clips 16-bit grey to 255.
+    """
+    if img.mode == "RGB":
+        return img
+    if img.mode in ("I;16", "I;16B", "I;16L", "I", "F"):
+        import numpy as np
+
+        arr = np.asarray(img, dtype=np.float64)
+        # 16-bit sources (PNG "I;16", or "I" holding 0..65535) scale by 1/257; floats are taken as 0..1.
+        scale = 1.0 / 257.0 if img.mode != "F" else 255.0
+        if img.mode == "I" and arr.size and arr.max() <= 255:
+            scale = 1.0  # an 8-bit image stored as 32-bit ints
+        grey = Image.fromarray(np.clip(np.rint(arr * scale), 0, 255).astype(np.uint8))
+        return grey.convert("RGB")
+    if img.mode in ("RGBA", "LA", "PA", "La", "RGBa") or (img.mode == "P" and "transparency" in img.info):
+        rgba = img.convert("RGBA")
+        white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(white, rgba).convert("RGB")
+    return img.convert("RGB")
 
 
 def resolve_path(value: str | os.PathLike, image_root: str | os.PathLike | None) -> Path:

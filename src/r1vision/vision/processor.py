@@ -34,6 +34,17 @@ class _ImageOnlyMixin:
         out["processor_class"] = self._stock_name
         return out
 
+    def save_pretrained(self, save_directory: Any, *args: Any, **kwargs: Any) -> Any:
+        """Save as the stock processor does; ``tokenizer_config.json`` names the stock class too."""
+        tokenizer = self.tokenizer  # type: ignore[attr-defined]
+        stock = self._stock_name
+        # ProcessorMixin stamps the tokenizer with type(self).__name__ before saving it; stamp the stock name.
+        tokenizer._set_processor_class = lambda _name: type(tokenizer)._set_processor_class(tokenizer, stock)
+        try:
+            return super().save_pretrained(save_directory, *args, **kwargs)  # type: ignore[misc]
+        finally:
+            del tokenizer._set_processor_class
+
 
 class ImageOnlyQwen2VLProcessor(_ImageOnlyMixin, Qwen2VLProcessor):
     """Qwen2-VL processor for images only (no torchvision needed)."""

@@ -169,10 +169,13 @@ def to_trainer_format(
     if isinstance(image_feature, datasets.Image):
         ds = ds.cast_column("image", datasets.Image(decode=False))  # sizes from headers, no full decode
 
-    def convert(row: dict[str, Any]) -> dict[str, Any]:
+    def convert(row: dict[str, Any], index: int) -> dict[str, Any]:
         out = {"prompt": build_messages(text, system), "images": [row["image"]]}
         if with_completion:
-            size = image_size(row["image"], root)
+            try:
+                size = image_size(row["image"], root)
+            except Exception as exc:  # PIL raises many types for missing, truncated or non-image files
+                raise _fail(index, row, "image", f"cannot read the image: {exc}") from exc
             target = sft_target(
                 row["objects"], row["relationships"], size, model_family, min_pixels, max_pixels
             )
@@ -181,7 +184,7 @@ def to_trainer_format(
 
     keep = {"image_id", "objects", "relationships"}
     drop = [c for c in ds.column_names if c not in keep]
-    ds = ds.map(convert, remove_columns=drop, desc="sgg rows")
+    ds = ds.map(convert, remove_columns=drop, desc="sgg rows", with_indices=True)
     if isinstance(image_feature, datasets.Image):
         ds = ds.cast_column("images", datasets.List(datasets.Image()))
     return ds

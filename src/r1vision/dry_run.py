@@ -1,0 +1,360 @@
+"""``r1vision grpo|sft --config R --dry-run``: everything a run would use, resolved on a CPU, no weights.
+
+Resolves the model family and pixel budget (recipe, else the model's processor, else the family's
+shipped processor default), image tokens per image, the vLLM engine arguments (``max_model_len``, memory
+share, tensor parallel, sleep level, ``mm_processor_kwargs``), which parameters each weight sync sends
+(the model is built on the ``meta`` device with the run's freezing and LoRA) and the per-GPU memory from
+:mod:`r1vision.estimate`. Then it refuses, with exit code 2, the combinations that cannot work.
+
+Dry-run-only flags (anywhere on the command line): ``--gpus N`` (training GPUs, default 8),
+``--card-gb G`` (GPU memory, default 80), ``--zero {2,3}`` (default: the run's DeepSpeed config, DDP
+otherwise). The model config comes from a local folder or ``config.json``, a built-in shape
+(``r1vision/data/model_shapes``, matched by Hub id) or, last, the Hub.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from r1vision.vision.budget import PixelBudget
+
+# The image budgets the Hub processors ship with (preprocessor_config.json), used when the model is a Hub
+# id whose files are not at hand: Qwen2/2.5-VL min_pixels/max_pixels, Qwen3-VL size.shortest/longest_edge.
+SHIPPED_PROCESSOR_BUDGET = {
+    "qwen2_vl": {"min_pixels": 3136, "max_pixels": 12845056},
+    "qwen2_5_vl": {"min_pixels": 3136, "max_pixels": 12845056},
+    "qwen3_vl": {"size": {"shortest_edge": 65536, "longest_edge": 16777216}},
+}
+GIB = 1024**3
+SERVER_SHARE = 0.9  # r1vision vllm-serve's default --gpu-memory-utilization
+
+
+@dataclass
+class DryRun:
+    """The resolved plan of one run, and what refuses it."""
+
+    lines: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, key: str, text: str) -> None:
+        self.lines.append(f"{key:<22}{text}")
+
+
+def _pop_flag(argv: list[str], flag: str, cast: type, default: Any) -> Any:
+    if flag not in argv:
+        return default
+    i = argv.index(flag)
+    value = cast(argv[i + 1])
+    del argv[i : i + 2]
+    return value
+
+
+def _recipe_value(argv: Sequence[str], key: str) -> Any:
+    """A field's value from the command line, else from the ``--config`` YAML (None when unset)."""
+    flag = f"--{key}"
+    if flag in argv:
+        return argv[list(argv).index(flag) + 1]
+    if "--config" in argv:
+        import yaml
+
+        with open(argv[list(argv).index("--config") + 1]) as f:
+            return (yaml.safe_load(f) or {}).get(key)
+    return None
+
+
+def _truthy(value: Any) -> bool:
+    return str(value).lower() in ("1", "true", "yes")
+
+
+def budget_source(model: str, family: str) -> tuple[Any, str]:
+    """What the budget resolver should read for the processor's own budget, and a label for it."""
+    from r1vision.vision.budget import processor_pixels
+
+    if None not in processor_pixels(model):  # a local folder, or a Hub id in the cache
+        return model, f"{model}'s preprocessor_config.json"
+    return SHIPPED_PROCESSOR_BUDGET[family], f"{family} processor as shipped on the Hub"
+
+
+def parse_run(kind: str, argv: list[str]) -> tuple[Any, Any]:
+    """Parse the command line and recipe exactly as the run would (TRL's parser and our configs)."""
+    from trl import TrlParser
+
+    from r1vision.recipes.train import ScriptArguments
+    from r1vision.trainer.config import VisionGRPOConfig, VisionSFTConfig
+
+    config_cls = VisionGRPOConfig if kind == "grpo" else VisionSFTConfig
+    if _recipe_value(argv, "dataset") is None:
+        argv = [*argv, "--dataset", "(not given: the dry run does not read data)"]
+    parser = TrlParser((ScriptArguments, config_cls), prog=f"r1vision {kind}")
+    script, config = parser.parse_args_and_config(argv)
+    return script, config
+
+
+def _meta_model(model_config: Any, config: Any) -> Any:
+    """The run's model on the meta device, frozen and wrapped in LoRA as the trainer would."""
+    import torch
+    from transformers import AutoModelForImageTextToText
+
+    from r1vision.trainer.modeling import freeze_vision_tower, lora_config
+
+    with torch.device("meta"):
+        model = AutoModelForImageTextToText.from_config(model_config)
+        if config.freeze_vision_tower:
+            freeze_vision_tower(model)
+        if config.lora_r > 0:
+            from peft import get_peft_model
+
+            lora = lora_config(
+                config.lora_r, config.lora_alpha, config.lora_dropout, config.lora_target_modules
+            )
+            model = get_peft_model(model, lora)
+    return model
+
+
+def _zero_stage(config: Any, override: int | None) -> int:
+    if override is not None:
+        return override
+    path = getattr(config, "deepspeed", None)
+    if isinstance(path, dict):
+        return int(path.get("zero_optimization", {}).get("stage", 0))
+    if path:
+        return int(json.loads(Path(path).read_text()).get("zero_optimization", {}).get("stage", 0))
+    return 0
+
+
+def plan(kind: str, argv: Sequence[str]) -> DryRun:
+    """Resolve the run ``r1vision KIND ARGV`` would start; collect what refuses it."""
+
+    from r1vision.estimate import TrainSetup, estimate, load_model_config, shape_of
+    from r1vision.generation import vllm_plan
+    from r1vision.vision.budget import resolve_budget
+    from r1vision.vision.family import model_family
+
+    argv = [a for a in argv if a != "--dry-run"]
+    gpus = _pop_flag(argv, "--gpus", int, 8)
+    card_gb = _pop_flag(argv, "--card-gb", float, 80.0)
+    zero_override = _pop_flag(argv, "--zero", int, None)
+    out = DryRun()
+    target_cpu = _truthy(_recipe_value(argv, "use_cpu"))
+    # Judge the engine settings for the machine the run targets (a GPU unless use_cpu), not this one.
+    with vllm_plan.assume_cuda(not target_cpu):
+        try:
+            script, config = parse_run(kind, argv)
+        except (ValueError, SystemExit) as exc:
+            out.problems.append(f"the configuration itself is refused: {exc}")
+            return out
+    model_config = load_model_config(script.model)
+    family = model_family(model_config)
+    out.add("run", f"r1vision {kind}, task {script.task}, dataset {script.dataset}")
+    out.add("model", f"{script.model} (family {family}, max context {_context(model_config)} tokens)")
+
+    processor, source = budget_source(script.model, family)
+    if config.min_pixels is not None or config.max_pixels is not None:
+        source = "the recipe / command line" + (f" (rest from {source})" if None in (
+            config.min_pixels, config.max_pixels) else "")  # fmt: skip
+    budget = resolve_budget(family, config.min_pixels, config.max_pixels, processor)  # the run's own rule
+    per_image = vllm_plan.max_image_tokens(budget)
+    max_images = int(getattr(config, "max_images_per_prompt", 1))
+    out.add(
+        "pixel budget",
+        f"min {budget.min_pixels}, max {budget.max_pixels} pixels, factor {budget.factor} ({source})",
+    )
+    out.add("image tokens", f"up to {per_image} per image, {max_images} image(s) per prompt")
+    out.facts.update(family=family, budget=budget, image_tokens=per_image)
+    if config.max_pixels is None:
+        out.lines.append(
+            f"{'':<22}note: no max_pixels in the recipe, so one image may take {per_image} tokens; "
+            "set max_pixels to bound sequence length and memory"
+        )
+
+    model = _meta_model(model_config, config)
+    shape = shape_of(model_config)
+    text_tokens = int(getattr(config, "max_prompt_text_tokens", vllm_plan.DEFAULT_PROMPT_TEXT_TOKENS))
+    if kind == "grpo":
+        completion = int(config.max_completion_length)
+    else:  # SFT: max_length bounds the whole sequence (prompt, images and target)
+        completion, text_tokens = int(getattr(config, "max_length", None) or 2048), 0
+    if kind == "grpo":
+        _engine(out, config, budget, max_images, completion, text_tokens, model, shape, card_gb, target_cpu)
+    zero = _zero_stage(config, zero_override)
+    setup = TrainSetup(
+        gpus=gpus if zero else 1,  # DDP replicates every state: like ZeRO-2 over one GPU
+        zero=zero or 2,
+        offload=_offloads(config),
+        lora_r=config.lora_r,
+        freeze_vision=config.freeze_vision_tower,
+        batch=config.per_device_train_batch_size,
+        prompt_tokens=text_tokens,
+        completion_tokens=completion,
+        max_pixels=budget.max_pixels,
+        images=max_images,
+        gradient_checkpointing=bool(config.gradient_checkpointing),
+        vllm_gpu_memory_utilization=float(getattr(config, "vllm_gpu_memory_utilization", 0.3)),
+        beta=float(getattr(config, "beta", 0.0) or 0.0) if kind == "grpo" else 0.0,
+        fused_logits=kind == "grpo",
+    )
+    est = estimate(shape, setup)
+    layout = f"ZeRO-{zero} over {gpus} GPUs" if zero else "DDP (every GPU holds every state)"
+    out.add(
+        "memory per GPU",
+        f"{est.training / GIB:.1f} GiB training ({layout}{', offload' if setup.offload else ''}): "
+        f"model states {est.model_states / GIB:.1f}, activations {est.activations / GIB:.1f}, "
+        f"logits {est.logits / GIB:.1f}, reference {est.reference / GIB:.1f} GiB",
+    )
+    out.facts.update(training_bytes=est.training, zero=zero)
+    colocated = kind == "grpo" and config.use_vllm and config.vllm_mode == "colocate"
+    share = float(config.vllm_gpu_memory_utilization) * card_gb * GIB if colocated else 0.0
+    if not target_cpu and est.training + share > card_gb * GIB:
+        out.problems.append(
+            f"training needs ~{est.training / GIB:.1f} GiB per GPU"
+            + (f" plus vLLM's {share / GIB:.1f} GiB share" if share else "")
+            + f", more than a {card_gb:g} GB card: lower per_device_train_batch_size, use LoRA, ZeRO-3 "
+            "(--zero 3 / a DeepSpeed config), offload, or more GPUs (see r1vision estimate-memory)"
+            + (
+                f"; no max_pixels is set, so every image is costed at {per_image} tokens"
+                if config.max_pixels is None
+                else ""
+            )
+        )
+    return out
+
+
+def _context(model_config: Any) -> int:
+    text = model_config.get_text_config()
+    return int(getattr(text, "max_position_embeddings", 0) or 0)
+
+
+def _offloads(config: Any) -> bool:
+    path = getattr(config, "deepspeed", None)
+    if not path:
+        return False
+    data = path if isinstance(path, dict) else json.loads(Path(path).read_text())
+    zero = data.get("zero_optimization", {})
+    return "offload_optimizer" in zero or "offload_param" in zero
+
+
+def _engine(
+    out: DryRun,
+    config: Any,
+    budget: PixelBudget,
+    max_images: int,
+    completion: int,
+    text_tokens: int,
+    model: Any,
+    shape: Any,
+    card_gb: float,
+    target_cpu: bool,
+) -> None:
+    """The vLLM engine's arguments and weight sync, and what refuses them."""
+    from r1vision.generation import vllm_plan
+    from r1vision.generation.vllm_engine import budget_processor_kwargs
+    from r1vision.generation.vllm_trl import sync_summary
+
+    if not config.use_vllm:
+        out.add("generation", "hf (transformers generate inside the training processes)")
+        return
+    per_rank = bool(getattr(config, "vllm_server_per_rank", False))
+    mode = config.vllm_mode + (" (r1vision per-rank servers)" if per_rank else "")
+    out.add("generation", f"vLLM {mode}")
+    need = vllm_plan.required_model_len(budget, max_images, completion, text_tokens)
+    max_len = vllm_plan.resolve_max_model_len(
+        config.vllm_max_model_length, budget, max_images, completion, text_tokens
+    )
+    how = "vllm_max_model_length" if config.vllm_max_model_length else "prompt text + images + completion"
+    out.add(
+        "max_model_len",
+        f"{max_len} ({how}: {text_tokens} + {max_images} x {vllm_plan.max_image_tokens(budget)} + {completion})",
+    )
+    context = vllm_plan.model_context(model.config) or need
+    if need > context and not config.vllm_max_model_length:
+        out.problems.append(
+            f"a rollout can be {need} tokens ({text_tokens} prompt text + {max_images} image(s) at the budget + "
+            f"{completion} completion), more than the model's context of {context}: lower max_pixels, "
+            "max_prompt_text_tokens or max_completion_length"
+        )
+        max_len = context
+    if max_len < need and config.vllm_max_model_length:
+        out.problems.append(
+            f"vllm_max_model_length={max_len} is shorter than a rollout can be ({need} tokens: "
+            f"{text_tokens} prompt text + {max_images} image(s) at the budget + {completion} completion)"
+        )
+    sleep = vllm_plan.sleep_plan(bool(config.vllm_enable_sleep_mode) and config.vllm_mode == "colocate")
+    tp = int(config.vllm_tensor_parallel_size)
+    util = float(config.vllm_gpu_memory_utilization)
+    out.add("engine args", (
+        f"max_model_len={max_len}, gpu_memory_utilization={util if config.vllm_mode == 'colocate' else '(server flag)'}, "
+        f"tensor_parallel_size={tp}, limit_mm_per_prompt={{'image': {max_images}, 'video': 0}}, "
+        f"mm_processor_kwargs={budget_processor_kwargs(budget)}"
+    ))  # fmt: skip
+    out.add("sleep mode", sleep.describe())
+    partial, full = sync_summary(model), sync_summary(model, full=True)
+    sends = full if sleep.sync_after_sleep == "all" and sleep.level else partial
+    out.add(
+        "weight sync",
+        f"{sends['tensors']} of {sends['total_tensors']} tensors, {sends['elements'] / 1e9:.2f}B of "
+        f"{sends['total_elements'] / 1e9:.2f}B elements per sync"
+        + (" (every parameter: the engine slept)" if sends is full else " (the parameters that can change)"),
+    )
+    if sends is not full:
+        out.lines.append(f"{'':<22}not sent: {_skipped(model)} (the engine keeps its checkpoint's values)")
+    out.facts.update(max_model_len=max_len, sleep_level=sleep.level, sync_tensors=sends["tensors"])
+    # vLLM starts when its share holds the weights and the KV cache of one max_model_len sequence; TRL's
+    # max_num_seqs (one generation round: per_device_train_batch_size x steps_per_generation) runs
+    # concurrently only as far as the KV cache reaches.
+    seqs = config.per_device_train_batch_size * int(getattr(config, "steps_per_generation", None) or 1)
+    kv_one = 2 * shape.layers * shape.kv_dim * 2 * max_len
+    weights = 2 * shape.total_params
+    engine = (weights + kv_one) // max(1, tp)
+    full_round = (weights + kv_one * seqs) // max(1, tp)
+    out.add(
+        "vLLM memory",
+        f"{engine / GIB:.1f} GiB per engine to start (bf16 weights + KV cache of one max_model_len sequence); "
+        f"{full_round / GIB:.1f} GiB to hold all {seqs} sequences of a generation round at once",
+    )
+    if config.vllm_mode == "server" and not target_cpu and engine > SERVER_SHARE * card_gb * GIB:
+        out.problems.append(
+            f"a vLLM server needs ~{engine / GIB:.1f} GiB (weights + KV cache at max_model_len {max_len}), "
+            f"more than {SERVER_SHARE} x {card_gb:g} GB: use a larger card or a smaller model"
+        )
+    if config.vllm_mode == "colocate" and not target_cpu and engine > util * card_gb * GIB:
+        out.problems.append(
+            f"the colocated engine needs ~{engine / GIB:.1f} GiB (weights + KV cache at max_model_len "
+            f"{max_len}) but gets vllm_gpu_memory_utilization {util} x {card_gb:g} GB = "
+            f"{util * card_gb:.1f} GB: raise the share, shorten the run, or use vLLM servers"
+        )
+
+
+def _skipped(model: Any) -> str:
+    """The frozen parameters a partial sync leaves out, grouped (vision tower, embeddings, norms, ...)."""
+    from r1vision.generation.vllm_trl import changing_modules, module_of
+
+    changing = changing_modules(model)
+    groups: dict[str, int] = {}
+    for name, _ in model.named_parameters():
+        if ".lora_" in name:
+            continue
+        clean = name.removeprefix("base_model.model.").replace(".base_layer", "")
+        if module_of(clean) in changing:
+            continue
+        leaf = module_of(clean).rsplit(".", 1)[-1]
+        group = "vision tower" if "visual" in clean else ("norms" if "norm" in leaf else leaf)
+        groups[group] = groups.get(group, 0) + 1
+    return ", ".join(f"{k} ({v})" for k, v in sorted(groups.items())) or "nothing"
+
+
+def main(kind: str, argv: Sequence[str]) -> int:
+    """Print the plan; 0 when it can run, 2 (and the reasons) when it cannot."""
+    result = plan(kind, list(argv))
+    print("\n".join(result.lines))
+    if result.problems:
+        print("\nREFUSED: this run cannot work as configured:")
+        for problem in result.problems:
+            print(f"  - {problem}")
+        return 2
+    print("\nOK: nothing refuses this run (no GPU was touched)")
+    return 0

@@ -1,0 +1,68 @@
+"""The shipped recipes and launcher configs (``configs/``), found from any directory.
+
+``configs/`` ships with the package: in a source checkout or editable install it is the checkout's own
+folder; a wheel installs it under ``<prefix>/share/r1vision/configs`` (pyproject ``data-files``).
+``--config`` takes a path, a recipe name (``sgg_grpo``), a path inside ``configs/``
+(``recipes/sgg_grpo.yaml``) or ``r1vision://recipes/sgg_grpo.yaml``; ``r1vision configs`` prints where
+each file is.
+"""
+
+from __future__ import annotations
+
+import sys
+import sysconfig
+from collections.abc import Sequence
+from pathlib import Path
+
+SCHEME = "r1vision://"
+
+
+def config_dirs() -> list[Path]:
+    """Folders that may hold the shipped ``configs/`` tree, most specific first."""
+    dirs = [Path(__file__).resolve().parents[3] / "configs"]  # source checkout / editable install
+    for prefix in {sys.prefix, sysconfig.get_path("data")}:
+        dirs.append(Path(prefix) / "share" / "r1vision" / "configs")  # wheel install (data-files)
+    return [d for d in dirs if d.is_dir()]
+
+
+def resolve_config(name: str) -> Path:
+    """The file ``name`` means: an existing path, else a shipped config by relative path or recipe name."""
+    if not name.startswith(SCHEME) and Path(name).expanduser().is_file():
+        return Path(name).expanduser()
+    rel = name[len(SCHEME) :] if name.startswith(SCHEME) else name
+    rel = rel.removeprefix("configs/")
+    candidates = [rel, f"{rel}.yaml", f"recipes/{rel}", f"recipes/{rel}.yaml"]
+    for base in config_dirs():
+        for cand in candidates:
+            if (base / cand).is_file():
+                return base / cand
+    shipped = sorted(p.stem for d in config_dirs() for p in (d / "recipes").glob("*.yaml"))
+    raise FileNotFoundError(
+        f"config {name!r} is neither a file nor a shipped config; shipped recipes: {', '.join(shipped)} "
+        "(`r1vision configs` lists every file with its path)"
+    )
+
+
+def resolve_config_argv(argv: Sequence[str]) -> list[str]:
+    """``argv`` with the value of ``--config`` (or ``--config=X``) resolved to an absolute path."""
+    out = list(argv)
+    for i, arg in enumerate(out):
+        if arg == "--config" and i + 1 < len(out):
+            out[i + 1] = str(resolve_config(out[i + 1]).resolve())
+        elif arg.startswith("--config="):
+            out[i] = "--config=" + str(resolve_config(arg.split("=", 1)[1]).resolve())
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``r1vision configs``: every shipped config with its absolute path."""
+    import argparse
+
+    argparse.ArgumentParser(prog="r1vision configs", description=main.__doc__).parse_args(argv)
+    dirs = config_dirs()
+    if not dirs:
+        print("no shipped configs found", file=sys.stderr)
+        return 1
+    for path in sorted(p for p in dirs[0].rglob("*") if p.is_file()):
+        print(f"{str(path.relative_to(dirs[0])):40s} {path}")
+    return 0

@@ -1,0 +1,233 @@
+"""Acceptance: every shipped recipe, as shipped, through the user's whole path on real-config tiny models.
+
+For every file in ``configs/recipes/`` and the model family it is written for (``color_smoke``: all three
+families plus the project's own tiny fixture), on tiny random-weight models built from the real Hub files
+in ``../shared/data/realcfg`` (real 151,936-token tokenizer, chat template, preprocessor config; only size
+fields of config.json shrunk): ``sft`` (for the SFT recipe) → ``grpo`` → ``infer`` on the GRPO output (a
+LoRA adapter folder for the SVG recipes) → ``eval``. Asserted: every exit code, metrics.csv one row per step,
+weights changed wherever a gradient was logged, and the saved folder loads with plain
+``AutoModelForImageTextToText`` / ``AutoTokenizer`` / ``AutoImageProcessor`` in a fresh process that never
+imports r1vision, its JSON naming only stock classes. (Stock ``AutoProcessor`` needs torchvision for the
+Qwen-VL video processor, which has no build for this CPU torch: see ENVIRONMENT-NOTES.)
+
+Overrides: only ``--model/--dataset/--output_dir/--max_steps 1`` plus, for the recipes whose completions
+are 1,024-4,096 tokens, ``--max_completion_length 16`` (a random 151k-vocabulary model never stops, and
+8 x 4,096 generated tokens take minutes on a CPU). ``infer`` is given neither the task nor a length: it
+takes both from the run's saved settings. Training rows: one generation round per recipe (1 prompt; 128
+for the MAYE geometry recipe, which draws 128 single-response prompts per round).
+
+Runtime (measured, /usr/bin/time over the module): 335 s of CPU (user 199 + sys 136, all processes) and
+8:57 wall on the shared 2-core machine at load 4-8; the chains run in two worker processes, one per
+core, so a quiet 2-core machine needs ~3-4 min. The geometry chain is the largest part (128 rollouts).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from test_userpath import stock_load
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPES = ROOT / "configs" / "recipes"
+LONG = ["--max_completion_length", "16"]  # the one length override; see the module docstring
+
+# recipe chain id -> (recipe files in order, model family, task, extra args per GRPO command)
+CHAINS = {
+    "color_smoke-qwen2_vl": (["color_smoke.yaml"], "real:qwen2_vl", "color", []),
+    "color_smoke-qwen2_5_vl": (["color_smoke.yaml"], "real:qwen2_5_vl", "color", []),
+    "color_smoke-qwen3_vl": (["color_smoke.yaml"], "real:qwen3_vl", "color", []),
+    "color_smoke-fixture": (["color_smoke.yaml"], "tiny:qwen2_vl", "color", []),
+    "sgg_sft+sgg_grpo-qwen2_vl": (["sgg_sft.yaml", "sgg_grpo.yaml"], "real:qwen2_vl", "sgg", LONG),
+    "geometry_grpo-qwen2_5_vl": (["geometry_grpo.yaml"], "real:qwen2_5_vl", "geometry", LONG),
+    "svg_grpo-qwen3_vl": (["svg_grpo.yaml"], "real:qwen3_vl", "svg", LONG),
+    "svg_grpo_24gb-qwen2_5_vl": (["svg_grpo_24gb.yaml"], "real:qwen2_5_vl", "svg", LONG),
+}
+
+DRIVER = r"""
+import json, sys, traceback
+from r1vision.cli import main
+results = []
+for name, commands in json.loads(open(sys.argv[1]).read()):
+    for argv in commands:
+        try:
+            rc = main(argv)
+            error = ""
+        except SystemExit as exc:
+            rc, error = exc.code if isinstance(exc.code, int) else 1, str(exc)
+        except BaseException:
+            rc, error = 1, traceback.format_exc()[-3000:]
+        results.append({"chain": name, "argv": argv, "rc": rc, "error": error})
+        if rc != 0:
+            break
+    with open(sys.argv[2], "w") as f:
+        json.dump(results, f)
+"""
+
+
+def test_every_recipe_is_covered():
+    covered = {r for recipes, *_ in CHAINS.values() for r in recipes}
+    assert covered == {p.name for p in RECIPES.glob("*.yaml")}
+
+
+def _model(spec: str) -> str:
+    kind, family = spec.split(":")
+    if kind == "real":
+        from r1vision.testing.realcfg import realcfg_model_path
+
+        return str(realcfg_model_path(family))
+    from r1vision.testing.tiny import tiny_model_path
+
+    return str(tiny_model_path(family))
+
+
+def _recipe(recipe: str) -> dict:
+    import yaml
+
+    return yaml.safe_load((RECIPES / recipe).read_text())
+
+
+def _max_steps(recipe: str) -> int:
+    """1, or 2 for recipes with a warm-up: it makes step 1's learning rate 0, so only step 2 moves weights."""
+    return 2 if _recipe(recipe).get("warmup_steps") else 1
+
+
+def _commands(name: str, work: Path, data: dict[str, Path]) -> list[list[str]]:
+    recipes, spec, task, extra = CHAINS[name]
+    model, out = _model(spec), work / name
+    commands = []
+    for i, recipe in enumerate(recipes):
+        kind = "sft" if "sft" in recipe else "grpo"
+        run = out / f"{i}-{kind}"
+        commands.append([kind, "--config", str(RECIPES / recipe), "--model", model, "--dataset", str(data[task]),
+                         "--output_dir", str(run), "--max_steps", str(_max_steps(recipe)),
+                         *(extra if kind == "grpo" else [])])  # fmt: skip
+        model = str(run)  # the next stage trains on from this output (an adapter folder for LoRA)
+    preds = out / "preds"
+    commands.append(
+        # No --task, no --max_new_tokens: infer takes both (and the prompt options) from the run's settings.
+        ["infer", "--model", model, "--dataset", str(data[task]), "--output_dir", str(preds)]
+    )
+    commands.append(
+        ["eval", task, "--gt", str(data[task]), "--pred", str(preds), "--json-out", str(out / "eval.json")]
+    )
+    return commands
+
+
+@pytest.fixture(scope="session")
+def acceptance(tmp_path_factory):
+    """Run every chain once, split over two worker processes (one per core); results keyed by chain."""
+    from r1vision.tasks import get_task
+
+    work = tmp_path_factory.mktemp("acceptance")
+    data = {}
+    # Training rows: as few as one generation round of each recipe draws (1 prompt; geometry's MAYE recipe
+    # draws 128 prompts of one response each per round), so every step is as small as the recipe allows.
+    for task, n, opts in (
+        ("color", 1, {}),
+        ("sgg", 1, {"preset": "demo"}),
+        ("geometry", 128, {}),
+        ("svg", 1, {}),
+    ):
+        data[task] = work / "data" / task
+        get_task(task).synth(data[task], n, seed=0, split="train", **opts)
+        get_task(task).synth(data[task], 2, seed=1, split="test", **opts)
+    # R1VISION_ACCEPTANCE=name,name runs only those chains (while working on one recipe).
+    names = [n for n in CHAINS if n in os.environ.get("R1VISION_ACCEPTANCE", n).split(",")]
+    halves = [h for h in (names[0::2], names[1::2]) if h]
+    env = dict(os.environ, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    procs = []
+    for k, half in enumerate(halves):
+        plan = work / f"plan{k}.json"
+        plan.write_text(json.dumps([(n, _commands(n, work, data)) for n in half]))
+        log = open(work / f"worker{k}.log", "w")
+        procs.append((subprocess.Popen([sys.executable, "-c", DRIVER, str(plan), str(work / f"res{k}.json")],
+                                       env=env, cwd=work, stdout=log, stderr=subprocess.STDOUT), log))  # fmt: skip
+    for proc, log in procs:
+        proc.wait(timeout=1200)
+        log.close()
+    results: dict[str, list[dict]] = {}
+    for k in range(len(halves)):
+        path = work / f"res{k}.json"
+        tail = (work / f"worker{k}.log").read_text()[-4000:]
+        assert path.exists(), f"worker {k} wrote no results:\n{tail}"
+        for r in json.loads(path.read_text()):
+            results.setdefault(r["chain"], []).append(r)
+    return work, results
+
+
+def _weights(folder: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(folder / "model.safetensors"))
+
+
+def _metrics(run: Path) -> list[dict]:
+    with open(run / "metrics.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(CHAINS))
+def test_recipe_chain(acceptance, name):
+    work, results = acceptance
+    steps = results.get(name, [])
+    failed = [s for s in steps if s["rc"] != 0]
+    assert not failed, (
+        f"{name}: `r1vision {' '.join(failed[0]['argv'][:1])}` exited {failed[0]['rc']}:\n{failed[0]['error']}"
+    )
+    recipes, spec, task, _ = CHAINS[name]
+    assert len(steps) == len(recipes) + 2  # training stage(s), infer, eval
+    base = Path(_model(spec))
+    for i, recipe in enumerate(recipes):
+        kind = "sft" if "sft" in recipe else "grpo"
+        run = work / name / f"{i}-{kind}"
+        rows = _metrics(run)
+        steps, every = _max_steps(recipe), int(_recipe(recipe).get("logging_steps", 10))
+        logged = sorted({s for s in range(1, steps + 1) if s % every == 0} | {steps})  # + the final summary
+        assert [int(r["step"]) for r in rows] == logged, rows  # one row per logged step, none lost or doubled
+        saved = run / "merged" if (run / "adapter_config.json").exists() else run
+        before, after = _weights(base), _weights(saved)
+        assert before.keys() == after.keys()
+        changed = any(not before[k].float().equal(after[k].float()) for k in before)
+        # Weights move iff some step had a gradient and a non-zero learning rate. SFT always has a gradient.
+        # GRPO on a random model whose rewards have no spread in a group (no completion is a valid SVG or
+        # graph) has zero advantages, hence no gradient: then the weights must stay exactly as they were.
+        moved = kind == "sft" or any(
+            float(r.get("grad_norm") or 0) != 0 and float(r.get("learning_rate") or 0) != 0 for r in rows
+        )
+        assert changed == moved, (name, recipe, rows)
+        found = stock_load(saved)
+        assert found["model"].endswith("ForConditionalGeneration")
+        assert found["names"] and all(n and "ImageOnly" not in n for n in found["names"]), found
+        # stock Qwen-VL processors (with torchvision, or in vLLM) also read the base's video processor config
+        for extra in ("video_preprocessor_config.json",):
+            assert (saved / extra).exists() == (Path(_model(spec)) / extra).exists(), extra
+        run_info = json.loads((saved / "r1vision_run.json").read_text())
+        assert run_info["task"] == task
+        base = saved
+    preds = sorted((work / name / "preds").glob("shard-*.jsonl"))
+    lines = [json.loads(line) for p in preds for line in p.read_text().splitlines()]
+    assert sorted(r["index"] for r in lines) == [0, 1]
+    metrics = json.loads((work / name / "eval.json").read_text())
+    assert metrics and all(isinstance(v, (int, float)) for v in metrics.values())
+
+
+@pytest.mark.slow
+def test_a_grpo_recipe_moves_the_weights(acceptance):
+    """At least one GRPO recipe gets reward spread on a random model and really updates: geometry's
+    ``no_eos`` reward differs between completions that stop and ones that run to the limit."""
+    work, results = acceptance
+    run = work / "geometry_grpo-qwen2_5_vl" / "0-grpo"
+    assert all(s["rc"] == 0 for s in results["geometry_grpo-qwen2_5_vl"])
+    rows = _metrics(run)
+    assert any(float(r.get("reward_std") or 0) > 0 and float(r.get("grad_norm") or 0) > 0 for r in rows), rows
+    before, after = _weights(Path(_model("real:qwen2_5_vl"))), _weights(run)
+    assert any(not before[k].equal(after[k]) for k in before)

@@ -1,0 +1,135 @@
+"""``r1vision grpo|sft --dry-run``: every shipped recipe resolves on a CPU (no weights, no download), and
+each combination that cannot work is refused before any GPU is touched."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from r1vision.cli import main as cli_main
+from r1vision.dry_run import plan
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPES = ROOT / "configs" / "recipes"
+
+# recipe -> (command, model when the recipe names none, dry-run flags for the layout it is meant for)
+SHIPPED = {
+    "color_smoke.yaml": ("grpo", "qwen2-vl-2b", []),
+    "geometry_grpo.yaml": ("grpo", "Qwen/Qwen2.5-VL-7B-Instruct", ["--zero", "3"]),
+    "sgg_grpo.yaml": ("grpo", "Qwen/Qwen2-VL-2B-Instruct", ["--zero", "3"]),
+    "sgg_sft.yaml": ("sft", "Qwen/Qwen2-VL-2B-Instruct", ["--zero", "2"]),
+    "svg_grpo.yaml": ("grpo", "Qwen/Qwen3-VL-4B-Instruct", ["--zero", "3"]),
+    "svg_grpo_24gb.yaml": ("grpo", "Qwen/Qwen3-VL-4B-Instruct", ["--zero", "3", "--card-gb", "24"]),
+    "sgg_grpo_24gb.yaml": ("grpo", None, ["--gpus", "4", "--zero", "3", "--card-gb", "24"]),
+}
+
+
+def test_every_shipped_recipe_has_a_dry_run_case():
+    assert {p.name for p in RECIPES.glob("*.yaml")} == set(SHIPPED)
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+def test_shipped_recipe_dry_runs(name, capsys):
+    kind, model, flags = SHIPPED[name]
+    argv = ["--config", str(RECIPES / name), "--dry-run", *flags]
+    if model:
+        argv += ["--model", model]
+    assert cli_main([kind, *argv]) == 0, capsys.readouterr().out
+    out = capsys.readouterr().out
+    for key in ("model", "pixel budget", "image tokens", "memory per GPU"):
+        assert f"\n{key}" in f"\n{out}", (key, out)
+    assert "OK: nothing refuses this run" in out
+
+
+def test_24gb_recipe_fits_24gb_per_the_estimate():
+    result = plan("grpo", ["--config", str(RECIPES / "sgg_grpo_24gb.yaml"), "--gpus", "4", "--zero", "3",
+                           "--card-gb", "24"])  # fmt: skip
+    assert not result.problems
+    assert result.facts["training_bytes"] < 24 * 1024**3
+    assert result.facts["max_model_len"] == 1024 + 512 + 1024
+    text = "\n".join(result.lines)
+    assert "280 of 729 tensors" in text  # LoRA + frozen tower: the changing linears only
+
+
+def test_vllm_colocate_shows_engine_args_and_sync():
+    argv = ["--config", str(RECIPES / "svg_grpo_24gb.yaml"), "--model", "Qwen/Qwen3-VL-4B-Instruct",
+            "--generation_backend", "vllm_colocate", "--vllm_enable_sleep_mode", "true", "--zero", "3"]  # fmt: skip
+    result = plan("grpo", argv)
+    text = "\n".join(result.lines)
+    assert "max_model_len=3268" in text  # 1024 text + 200704 // 32**2 = 196 image + 2048 completion
+    assert "mm_processor_kwargs={'size': {'shortest_edge': 65536, 'longest_edge': 200704}}" in text
+    assert result.facts["sleep_level"] == 2
+    # sleep level 2 drops every weight: each sync sends all of them, frozen tower included
+    assert "(every parameter: the engine slept)" in text and not result.problems
+
+
+def _refused(argv: list[str], kind: str = "grpo") -> str:
+    result = plan(kind, argv)
+    assert result.problems, "\n".join(result.lines)
+    return " ".join(result.problems)
+
+
+BASE = ["--model", "qwen2-vl-2b", "--task", "color", "--max_pixels", "3136"]
+
+
+def test_refuses_sleep_mode_on_a_cpu_run():
+    assert "needs CUDA" in _refused([*BASE, "--use_cpu", "true", "--generation_backend", "vllm_colocate",
+                                     "--vllm_enable_sleep_mode", "true"])  # fmt: skip
+
+
+def test_refuses_sleep_mode_for_servers():
+    assert "colocate mode only" in _refused(
+        [*BASE, "--generation_backend", "vllm_server", "--vllm_enable_sleep_mode", "true"]
+    )
+
+
+def test_refuses_tensor_parallel_per_rank_servers():
+    assert "vllm_tensor_parallel_size=2" in _refused(
+        [*BASE, "--generation_backend", "vllm_server", "--vllm_server_per_rank", "true",
+         "--vllm_tensor_parallel_size", "2"]
+    )  # fmt: skip
+
+
+def test_refuses_a_max_model_len_shorter_than_a_rollout():
+    problems = _refused([*BASE, "--generation_backend", "vllm_colocate", "--vllm_max_model_length", "600",
+                         "--max_completion_length", "512"])  # fmt: skip
+    assert "shorter than a rollout" in problems
+
+
+def test_refuses_rollouts_longer_than_the_models_context():
+    problems = _refused([*BASE, "--generation_backend", "vllm_colocate", "--max_completion_length", "40000"])
+    assert "more than the model's context of 32768" in problems  # Qwen2-VL-2B
+
+
+def test_refuses_a_colocated_engine_that_does_not_fit_its_share():
+    # The model's whole context (what vLLM takes without max_model_len): 262,144 tokens of KV cache
+    problems = _refused(["--model", "Qwen/Qwen3-VL-4B-Instruct", "--task", "svg", "--max_pixels", "200704",
+                         "--generation_backend", "vllm_colocate", "--vllm_max_model_length", "262144",
+                         "--per_device_train_batch_size", "8", "--zero", "3"])  # fmt: skip
+    assert "colocated engine needs" in problems
+
+
+def test_refuses_training_that_does_not_fit_the_card():
+    problems = _refused(["--model", "Qwen/Qwen2.5-VL-7B-Instruct", *BASE[2:], "--card-gb", "24"])
+    assert "more than a 24 GB card" in problems  # DDP full fine-tuning of 7B
+
+
+def test_refuses_a_server_that_does_not_fit_its_gpu():
+    problems = _refused(["--model", "Qwen/Qwen2.5-VL-7B-Instruct", *BASE[2:], "--lora_r", "8",
+                         "--generation_backend", "vllm_server", "--zero", "3", "--card-gb", "16"])  # fmt: skip
+    assert "a vLLM server needs" in problems
+
+
+def test_cli_exit_code_two_on_refusal(capsys):
+    argv = [
+        "grpo",
+        *BASE,
+        "--generation_backend",
+        "vllm_server",
+        "--vllm_enable_sleep_mode",
+        "true",
+        "--dry-run",
+    ]
+    assert cli_main(argv) == 2
+    assert "REFUSED" in capsys.readouterr().out
