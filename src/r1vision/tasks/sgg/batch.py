@@ -46,7 +46,7 @@ def batch_geometry(scorer: SGGScorer, rows: list[tuple[int, tuple]]) -> dict[int
     chunk: list[tuple] = []
     cells = 0
     for item in items:
-        if cells + item[0] * item[1] > _MAX_CELLS:
+        if chunk and cells + item[0] * item[1] > _MAX_CELLS:
             out.update(_chunk(scorer, chunk))
             chunk, cells = [], 0
         chunk.append(item)
