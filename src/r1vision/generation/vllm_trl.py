@@ -2,7 +2,9 @@
 
 :class:`VisionVLLMBase` holds what the backends share:
 
-- the run's pixel budget, image limit and ``max_model_len`` (:mod:`r1vision.generation.vllm_plan`);
+- the run's pixel budget, read back from the trainer's processor through the one resolver
+  (:func:`r1vision.vision.budget.resolve_budget`), so the engine and training resize images alike;
+- the image limit and ``max_model_len`` (:mod:`r1vision.generation.vllm_plan`);
 - ``generation_kwargs["suppress_tokens"]`` (a transformers option) becomes a vLLM ``logit_bias``, and the
   image placeholder is always suppressed: a sampled one would add a placeholder without features to
   the training forward;
@@ -33,9 +35,16 @@ _SUPPRESS_BIAS = -100.0  # vLLM clamps logit_bias to [-100, 100]; exp(-100) neve
 class VisionVLLMBase(VLLMGeneration):
     """TRL's ``VLLMGeneration`` with the pieces every r1vision backend shares (see the module docstring)."""
 
-    budget: PixelBudget | None = None
     max_images: int = 1
     max_model_len: int | None = None  # resolved by the trainer (vllm_plan.resolve_max_model_len)
+
+    @property
+    def budget(self) -> PixelBudget:
+        """The trainer's pixel budget, from the processor it was applied to (no second copy to drift)."""
+        from r1vision.vision.budget import resolve_budget
+        from r1vision.vision.family import model_family
+
+        return resolve_budget(model_family(self.model.config), processor=self.processing_class)
 
     def _init_vllm(self) -> None:
         self._set_max_model_length()
@@ -169,7 +178,6 @@ def backend_class(mode: str, per_rank_servers: bool) -> type[VisionVLLMBase]:
 
 @contextlib.contextmanager
 def vision_vllm_generation(
-    budget: PixelBudget,
     max_images: int = 1,
     per_rank_servers: bool = False,
     mode: str = "colocate",
@@ -179,7 +187,7 @@ def vision_vllm_generation(
     from trl.trainer import grpo_trainer
 
     base = backend_class(mode, per_rank_servers)
-    attrs: dict[str, Any] = {"budget": budget, "max_images": max_images, "max_model_len": max_model_len}
+    attrs: dict[str, Any] = {"max_images": max_images, "max_model_len": max_model_len}
     cls = type(f"Bound{base.__name__}", (base,), attrs)
     original = grpo_trainer.VLLMGeneration
     grpo_trainer.VLLMGeneration = cls

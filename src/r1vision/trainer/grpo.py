@@ -65,7 +65,6 @@ class VisionGRPOTrainer(CheckpointRenameMixin, GRPOTrainer):
 
             max_images = getattr(args, "max_images_per_prompt", 1)
             generation = vision_vllm_generation(
-                self.pixel_budget,
                 max_images,
                 per_rank_servers=getattr(args, "vllm_server_per_rank", False),
                 mode=args.vllm_mode,
