@@ -9,12 +9,13 @@ is cut away before matching.
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from r1vision.tasks.sgg.labels import normalize_object
-from r1vision.tasks.sgg.scorer import _head, _lookup
+from r1vision.tasks.sgg.scorer import _head_key, _lookup
 
 if TYPE_CHECKING:
     from r1vision.tasks.sgg.scorer import SGGScorer
@@ -67,7 +68,9 @@ def _chunk(scorer: SGGScorer, items: list[tuple]) -> dict[int, tuple]:
     block = np.cumsum(g_per_pred) - g_per_pred
     pi = np.repeat(np.arange(len(g_per_pred)), g_per_pred)
     gi = np.arange(int(cpg.sum())) + np.repeat(np.repeat(np.cumsum(cg) - cg, cp) - block, g_per_pred)
-    pred = np.array([o.box for x in items for o in x[3].objects], dtype=np.float64)
+    # a flat list of floats converts ~2x faster than a list of 4-tuples
+    pred = np.array(list(chain.from_iterable([o.box for x in items for o in x[3].objects])), dtype=np.float64)
+    pred = pred.reshape(-1, 4)
     lim = np.repeat(np.array([[x[4].frame.width, x[4].frame.height] * 2 for x in items]), cp, axis=0)
     # BoxFrame.clip, then normalise; coordinates as contiguous rows (1-D takes are ~20x faster than 2-D)
     pred = np.ascontiguousarray((np.minimum(np.maximum(pred, 0.0), lim) / lim).T)
@@ -93,7 +96,7 @@ def _chunk(scorer: SGGScorer, items: list[tuple]) -> dict[int, tuple]:
     same = pc.take(pi) == np.concatenate([x[4].name_codes for x in items]).take(gi)
     credit = scorer.object_sim.head_credit
     if credit:
-        hp = _lookup(labels, [" " + _head(s) if s else "" for s in flat]).take(pi)
+        hp = _lookup(labels, [_head_key(s) for s in flat]).take(pi)
         head = (hp == np.concatenate([x[4].head_codes for x in items]).take(gi)) & (hp >= 0)
         label_sim = np.where(same, 1.0, np.where(head, credit, 0.0))
     else:

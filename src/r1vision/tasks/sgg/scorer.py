@@ -19,6 +19,7 @@ import math
 import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -113,6 +114,12 @@ def _geometry(a: np.ndarray, b: np.ndarray, area_b: np.ndarray | None = None) ->
 def _head(label: str) -> str:
     words = label.split()
     return words[-1] if words else ""
+
+
+@lru_cache(maxsize=65536)
+def _head_key(label: str) -> str:
+    """The label-table key of a normalised label's head noun (``" " + head``; ``""`` for no label)."""
+    return " " + _head(label) if label else ""
 
 
 @dataclass(frozen=True)
@@ -258,7 +265,7 @@ class SGGScorer:
             # only the F1 scores need it (they ask with sized=True)
             f1_rels=frozenset((s, normalize_predicate(p), o) for s, p, o in known) if sized else frozenset(),
             name_codes=_codes(self._labels, norm),
-            head_codes=_codes(self._labels, [" " + _head(x) if x else "" for x in norm]),
+            head_codes=_codes(self._labels, [_head_key(x) for x in norm]),
             pred_codes=_codes(self._labels, ["\0" + normalize_predicate(k[1]) for k in known]),
             area=(scaled[:, 2] - scaled[:, 0]) * (scaled[:, 3] - scaled[:, 1]),
         )
@@ -273,7 +280,7 @@ class SGGScorer:
         same = _lookup(self._labels, pred_norm)[:, None] == gt.name_codes[None, :]
         if not sim.head_credit:
             return same.astype(np.float64)
-        hp = _lookup(self._labels, [" " + _head(x) if x else "" for x in pred_norm])
+        hp = _lookup(self._labels, [_head_key(x) for x in pred_norm])
         head = (hp[:, None] == gt.head_codes[None, :]) & (hp[:, None] >= 0)
         return np.where(same, 1.0, np.where(head, sim.head_credit, 0.0))
 
