@@ -117,6 +117,12 @@ def _head(label: str) -> str:
 
 
 @lru_cache(maxsize=65536)
+def _predicate_key(label: str) -> str:
+    """The label-table key of a predicate (``"\\0"`` + its normalised form)."""
+    return "\0" + normalize_predicate(label)
+
+
+@lru_cache(maxsize=65536)
 def _head_key(label: str) -> str:
     """The label-table key of a normalised label's head noun (``" " + head``; ``""`` for no label)."""
     return " " + _head(label) if label else ""
@@ -266,7 +272,7 @@ class SGGScorer:
             f1_rels=frozenset((s, normalize_predicate(p), o) for s, p, o in known) if sized else frozenset(),
             name_codes=_codes(self._labels, norm),
             head_codes=_codes(self._labels, [_head_key(x) for x in norm]),
-            pred_codes=_codes(self._labels, ["\0" + normalize_predicate(k[1]) for k in known]),
+            pred_codes=_codes(self._labels, [_predicate_key(k[1]) for k in known]),
             area=(scaled[:, 2] - scaled[:, 0]) * (scaled[:, 3] - scaled[:, 1]),
         )
         return self._gt.put(key, value)
@@ -363,7 +369,7 @@ class SGGScorer:
         pred_index = {o.id: i for i, o in enumerate(graph.objects)}
         ps = np.array([pred_index[r.subject] for r in graph.relations], dtype=np.int64)
         po = np.array([pred_index[r.object] for r in graph.relations], dtype=np.int64)
-        pp = _lookup(self._labels, ["\0" + normalize_predicate(r.predicate) for r in graph.relations])
+        pp = _lookup(self._labels, [_predicate_key(r.predicate) for r in graph.relations])
         gp = gt.pred_codes
         # soft: the best predicted predicate between the objects matched to a GT relation's ends
         ms, mo = match[gt.rel_s], match[gt.rel_o]
@@ -379,8 +385,9 @@ class SGGScorer:
         soft = 0.0
         # Python floats: the same IEEE products as numpy scalars, without per-element indexing costs
         bl, qs, qo = best.tolist(), quality[gt.rel_s].tolist(), quality[gt.rel_o].tolist()
-        for j in np.flatnonzero(best).tolist():
-            soft += bl[j] * qs[j] * qo[j]
+        for j, v in enumerate(bl):
+            if v:
+                soft += v * qs[j] * qo[j]
         # hard: same normalised labels and both IoUs above the threshold; (label and IoU) is decided per
         # object pair first, then gathered for the relations' ends
         names = _lookup(self._labels, pred_norm)
