@@ -224,6 +224,7 @@ def _build_graph(data: dict, issues: list[str]) -> tuple[SceneGraph | None, str 
     seen: set[str] = set()
     numbers = _NUMBER_SET
     isfinite = math.isfinite
+    new = tuple.__new__  # the NamedTuples without their Python-level __new__ (twice as fast)
     for raw in raw_objects[:MAX_OBJECTS]:
         obj_id = raw.get("id") if type(raw) is dict else None
         if type(obj_id) is not str:
@@ -266,7 +267,7 @@ def _build_graph(data: dict, issues: list[str]) -> tuple[SceneGraph | None, str 
             issues.append("duplicate_id")
             continue
         seen.add(obj_id)
-        objects.append(SGObject(obj_id, name_of(obj_id), box))
+        objects.append(new(SGObject, (obj_id, name_of(obj_id), box)))
 
     relations: list[SGRelation] = []
     for raw in raw_relations[:MAX_RELATIONS]:
@@ -278,7 +279,7 @@ def _build_graph(data: dict, issues: list[str]) -> tuple[SceneGraph | None, str 
                     if s not in seen or o not in seen:
                         issues.append("unknown_id")
                         continue
-                    relations.append(SGRelation(s, p, o))
+                    relations.append(new(SGRelation, (s, p, o)))
                     continue
         fields = _relation_fields(raw)
         if fields is None:
