@@ -48,6 +48,14 @@ CHAINS = {
     "geometry_grpo-qwen2_5_vl": (["geometry_grpo.yaml"], "real:qwen2_5_vl", "geometry", LONG),
     "svg_grpo-qwen3_vl": (["svg_grpo.yaml"], "real:qwen3_vl", "svg", LONG),
     "svg_grpo_24gb-qwen2_5_vl": (["svg_grpo_24gb.yaml"], "real:qwen2_5_vl", "svg", LONG),
+    # Per-rank vLLM servers need vLLM (tests/test_vllm_server_cpu.py runs them in .venv-vllm); here the
+    # recipe runs with HF generation, everything else as shipped (LoRA, frozen tower, lengths).
+    "sgg_grpo_24gb-qwen2_5_vl": (
+        ["sgg_grpo_24gb.yaml"],
+        "real:qwen2_5_vl",
+        "sgg",
+        [*LONG, "--generation_backend", "hf", "--vllm_server_per_rank", "false"],
+    ),
 }
 
 DRIVER = r"""
