@@ -144,7 +144,16 @@ def test_builtin_list_and_cli(capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["training"] == sum(
         out[k]
-        for k in ("weights", "gradients", "optimizer", "gathered", "reference", "activations", "logits", "overhead")
+        for k in (
+            "weights",
+            "gradients",
+            "optimizer",
+            "gathered",
+            "reference",
+            "activations",
+            "logits",
+            "overhead",
+        )
     )
     assert out["fits_80gb_colocate"] is True
     assert main(["--model", "qwen2.5-vl-7b", "--gpus", "8", "--zero", "2"]) == 0

@@ -113,10 +113,18 @@ def test_sbatch_colocate_one_launch_per_node(fake_slurm):
 def test_local_ddp_leaves_sleep_mode_to_the_recipe(fake_slurm):
     env, log = fake_slurm
     env["NUM_GPUS"] = "2"
+    # The local launchers run accelerate through the venv's Python: stub that Python (its import check
+    # with -c passes; everything else is logged).
+    stub = log.parent / "bin" / "python"
+    stub.write_text('#!/usr/bin/env bash\n[[ "$1" == "-c" ]] && exit 0\n' + STUB_LOG.split("\n", 1)[1])
+    stub.chmod(0o755)
+    env["PYTHON"] = str(stub)
     script = ROOT / "scripts" / "grpo" / "local_ddp.sh"
     proc = subprocess.run(["bash", str(script), "--model", "M"], env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    (argv,) = _calls(log, "accelerate")
+    (call,) = _calls(log, "python")
+    assert call[:2] == ["-m", "accelerate.commands.launch"]
+    argv = call[2:]
     assert _flag(argv, "--generation_backend") == "vllm_colocate" and "--vllm_enable_sleep_mode" not in argv
 
 

@@ -169,3 +169,21 @@ def test_viz_writes_a_png(tmp_path):
     out = render_sgg(image, r["objects"], r["relationships"], target, tmp_path / "viz.png")
     assert Image.open(out).size[0] > 0
     assert render_sgg(image, r["objects"], r["relationships"], "garbage", tmp_path / "bad.png").exists()
+
+
+def test_json_lines_fast_path_reads_what_datasets_reads(tmp_path):
+    """The eval's JSON-lines reader (no `datasets`) yields load_rows' rows: columns filled, paths absolute."""
+    import json as _json
+
+    from r1vision.tasks.loading import load_rows, locate, read_json_lines
+
+    lines = [
+        {"image_id": "a", "image": "imgs/a.jpg", "objects": "[]", "relationships": "[]", "extra": 1},
+        {"image_id": "b", "image": "/abs/b.jpg", "objects": "[]", "relationships": "[]"},
+    ]
+    path = tmp_path / "val.jsonl"
+    path.write_text("".join(_json.dumps(r) + "\n" for r in lines) + "\n")
+    fast = read_json_lines(locate(path, "val"))
+    assert fast == list(load_rows(path, "val"))
+    assert fast[0]["image"] == str((tmp_path / "imgs/a.jpg").resolve()) and fast[1]["extra"] is None
+    assert read_json_lines(locate(tmp_path, "val")) == fast  # a folder holding the file

@@ -12,15 +12,15 @@ import io
 import json
 import math
 from pathlib import Path
-from typing import Any
-
-import datasets
-from PIL import Image as PILImage
+from typing import TYPE_CHECKING, Any
 
 from r1vision.tasks.loading import load_rows, locate
 from r1vision.tasks.sgg.boxes import box_frame
 from r1vision.tasks.sgg.categories import Vocabulary
 from r1vision.tasks.sgg.prompts import build_messages, build_prompt, format_answer
+
+if TYPE_CHECKING:  # `datasets` and PIL load when a function needs them: `r1vision eval` may need neither
+    import datasets
 
 REQUIRED_GT_FIELDS = ("image_id", "objects", "relationships")
 
@@ -97,6 +97,8 @@ def validate_rows(ds: datasets.Dataset) -> None:
 
 def image_size(value: Any, root: Path | None = None) -> tuple[int, int]:
     """(width, height) of an image value (PIL, ``{"bytes", "path"}`` dict, bytes or a path), header only."""
+    from PIL import Image as PILImage
+
     if isinstance(value, PILImage.Image):
         return value.size
     if isinstance(value, dict):
@@ -150,6 +152,8 @@ def to_trainer_format(
     ``vocabulary`` given = closed-vocabulary prompt. ``completion`` (SFT target) needs ``model_family``
     and is added by default when it is known. ``prompt_text`` replaces the built instruction.
     """
+    import datasets
+
     with_completion = model_family is not None if with_completion is None else with_completion
     if with_completion and model_family is None:
         raise ValueError("SFT targets need model_family (their boxes are in the family's frame)")

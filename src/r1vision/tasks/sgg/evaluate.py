@@ -190,6 +190,19 @@ def _candidates(pred: PredGraph, compat: bool, predicates: Sequence[str], k_max:
 
 def _iter_gt(gt_rows: Any, split: str) -> Iterable[dict[str, Any]]:
     if isinstance(gt_rows, (str, Path)):
+        from r1vision.tasks.loading import locate, read_json_lines
+
+        where = locate(gt_rows, split)
+        rows = read_json_lines(where)
+        if rows is not None:  # JSON lines: read directly (no `datasets` import, no Arrow conversion)
+            drop = ("prompt", "completion", "prompt_open", "prompt_close")
+            root = str(where.root) if where.root else None
+            for row in rows:
+                for c in drop:
+                    row.pop(c, None)
+                if root:
+                    row["_root"] = root
+            return rows
         from r1vision.tasks.sgg.data import load_raw
 
         gt_rows, root = load_raw(gt_rows, split)

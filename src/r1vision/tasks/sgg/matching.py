@@ -42,10 +42,11 @@ def gt_graph(objects: Any, relationships: Any) -> GTGraph:
         return _gt_from_json(objects, relationships or "[]")
     objs = _as_list(objects)
     rels = _as_list(relationships)
-    ids = tuple(str(o["id"]) for o in objs)
+    # list comprehensions, not generators: this runs once per GT row in every reward call
+    ids = tuple([str(o["id"]) for o in objs])
     boxes = np.asarray([o["bbox"] for o in objs], dtype=np.float64).reshape(-1, 4)
-    triplets = tuple((str(r["subject"]), str(r["predicate"]), str(r["object"])) for r in rels)
-    return GTGraph(ids, tuple(name_of(i) for i in ids), boxes, triplets)
+    triplets = tuple([(str(r["subject"]), str(r["predicate"]), str(r["object"])) for r in rels])
+    return GTGraph(ids, tuple([name_of(i) for i in ids]), boxes, triplets)
 
 
 @dataclass

@@ -111,10 +111,8 @@ def graph_reward(scorer: SGGScorer, field: str, name: str | None = None) -> Rewa
         n = len(completions)
         objs, rels = _column(kwargs, "objects", n), _column(kwargs, "relationships", n)
         orig, sizes = _column(kwargs, "original_image_sizes", n), _column(kwargs, "image_sizes", n)
-        return [
-            getattr(scorer.score(safe_text(c), objs[i], rels[i], orig[i], sizes[i]), field)
-            for i, c in enumerate(completions)
-        ]
+        scores = scorer.score_many([safe_text(c) for c in completions], objs, rels, orig, sizes)
+        return [getattr(s, field) for s in scores]
 
     return _named(reward, name or field)
 

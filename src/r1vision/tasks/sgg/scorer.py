@@ -19,6 +19,7 @@ import math
 import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -88,30 +89,43 @@ def _lookup(table: dict[str, int], labels: list[str]) -> np.ndarray:
 
 
 def _geometry(a: np.ndarray, b: np.ndarray, area_b: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
-    """IoU, GIoU and L1 matrices of boxes ``a`` (P x 4) and ``b`` (G x 4).
+    """IoU, GIoU and L1 matrices of boxes ``a`` (P x 4) and ``b`` (G x 4), or of batches (B x P x 4, B x G x 4).
 
     The operations of :func:`boxes.pairwise_iou_giou` and :func:`boxes.pairwise_l1` on the same numbers
-    in the same order (identical values), with x and y handled together: half the numpy calls.
+    in the same order (identical values), with x and y handled together: half the numpy calls. Every
+    value is an elementwise function of one (pred, GT) pair, so a padded batch gives each item's values.
     """
-    lo, hi = a[:, None, :2], a[:, None, 2:]
-    blo, bhi = b[None, :, :2], b[None, :, 2:]
+    lo, hi = a[..., :, None, :2], a[..., :, None, 2:]
+    blo, bhi = b[..., None, :, :2], b[..., None, :, 2:]
     wh = np.maximum(np.minimum(hi, bhi) - np.maximum(lo, blo), 0.0)
     inter = wh[..., 0] * wh[..., 1]
     if area_b is None:
-        area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
-    union = ((a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1]))[:, None] + area_b[None, :] - inter
+        area_b = (b[..., 2] - b[..., 0]) * (b[..., 3] - b[..., 1])
+    union = ((a[..., 2] - a[..., 0]) * (a[..., 3] - a[..., 1]))[..., :, None] + area_b[..., None, :] - inter
     # x / inf = 0 stands in for "0 where the denominator is not positive" (no warnings, same values)
     iou = inter / np.where(union > 0, union, np.inf)
     span = np.maximum(hi, bhi) - np.minimum(lo, blo)
     hull = span[..., 0] * span[..., 1]
     giou = iou - (hull - union) / np.where(hull > 0, hull, np.inf)
-    l1 = np.abs(a[:, None, :] - b[None, :, :]).sum(-1)
+    l1 = np.abs(a[..., :, None, :] - b[..., None, :, :]).sum(-1)
     return iou, giou, l1
 
 
 def _head(label: str) -> str:
     words = label.split()
     return words[-1] if words else ""
+
+
+@lru_cache(maxsize=65536)
+def _predicate_key(label: str) -> str:
+    """The label-table key of a predicate (``"\\0"`` + its normalised form)."""
+    return "\0" + normalize_predicate(label)
+
+
+@lru_cache(maxsize=65536)
+def _head_key(label: str) -> str:
+    """The label-table key of a normalised label's head noun (``" " + head``; ``""`` for no label)."""
+    return " " + _head(label) if label else ""
 
 
 @dataclass(frozen=True)
@@ -233,8 +247,13 @@ class SGGScorer:
             boxes = np.minimum(np.maximum(np.round(gt.boxes * scale), 0), lim)
             scaled = boxes / lim
         index = {gid: i for i, gid in enumerate(gt.ids)}
-        known = [(index[s], p, index[o]) for s, p, o in gt.relations if s in index and o in index]
-        norm = tuple(normalize_object(x) for x in gt.names)
+        get = index.get
+        known = [
+            (si, p, oi)
+            for s, p, o in gt.relations
+            if (si := get(s)) is not None and (oi := get(o)) is not None
+        ]
+        norm = tuple([normalize_object(x) for x in gt.names])
         if len(self._labels) > 200_000:  # GT vocabularies are small; this only bounds a pathological one
             self._labels.clear()
             self._gt.clear()
@@ -247,13 +266,13 @@ class SGGScorer:
             scaled=scaled,
             rel_s=np.array([k[0] for k in known], dtype=np.int64),
             rel_o=np.array([k[2] for k in known], dtype=np.int64),
-            rel_p=tuple(k[1] for k in known),
+            rel_p=tuple([k[1] for k in known]),
             n_rel=len(gt.relations),
             # only the F1 scores need it (they ask with sized=True)
             f1_rels=frozenset((s, normalize_predicate(p), o) for s, p, o in known) if sized else frozenset(),
             name_codes=_codes(self._labels, norm),
-            head_codes=_codes(self._labels, [" " + _head(x) if x else "" for x in norm]),
-            pred_codes=_codes(self._labels, ["\0" + normalize_predicate(k[1]) for k in known]),
+            head_codes=_codes(self._labels, [_head_key(x) for x in norm]),
+            pred_codes=_codes(self._labels, [_predicate_key(k[1]) for k in known]),
             area=(scaled[:, 2] - scaled[:, 0]) * (scaled[:, 3] - scaled[:, 1]),
         )
         return self._gt.put(key, value)
@@ -267,7 +286,7 @@ class SGGScorer:
         same = _lookup(self._labels, pred_norm)[:, None] == gt.name_codes[None, :]
         if not sim.head_credit:
             return same.astype(np.float64)
-        hp = _lookup(self._labels, [" " + _head(x) if x else "" for x in pred_norm])
+        hp = _lookup(self._labels, [_head_key(x) for x in pred_norm])
         head = (hp[:, None] == gt.head_codes[None, :]) & (hp[:, None] >= 0)
         return np.where(same, 1.0, np.where(head, sim.head_credit, 0.0))
 
@@ -278,26 +297,45 @@ class SGGScorer:
     ) -> GraphScores:
         """Soft scores of one completion; zeros for an unusable answer or odd columns (never raises)."""
         key = (text, _key(objects), _key(relationships), _key(original_size), _key(image_size))
+        return self._score_keyed(key, text, objects, relationships, original_size, image_size, None)
+
+    def score_many(
+        self, texts: list[str], objects: list, relationships: list, original_sizes: list, image_sizes: list
+    ) -> list[GraphScores]:
+        """:meth:`score` of every row of one reward call; the matching geometry of all rows is one batch."""
+        rows = list(zip(texts, objects, relationships, original_sizes, image_sizes, strict=True))
+        keys = [(t, _key(o), _key(r), _key(a), _key(b)) for t, o, r, a, b in rows]
+        geo: dict[int, tuple] = {}
+        if type(self.object_sim) is LabelSimilarity and self.object_sim._norm is normalize_object:
+            from r1vision.tasks.sgg.batch import batch_geometry  # it builds on this module's helpers
+
+            todo = [i for i, key in enumerate(keys) if key not in self._scores]
+            geo = batch_geometry(self, [(i, rows[i]) for i in todo])
+        return [self._score_keyed(keys[i], *row, geo.get(i)) for i, row in enumerate(rows)]
+
+    def _score_keyed(
+        self, key: tuple, text: str, objects: Any, relationships: Any, orig: Any, resized: Any, geo: Any
+    ) -> GraphScores:
         hit = self._scores.get(key)
         if hit is not None:
             return hit
         try:
-            value = self._score(self.parse(text), objects, relationships, original_size, image_size)
+            value = self._score(self.parse(text), objects, relationships, orig, resized, geo)
         except Exception as exc:  # bad model text is handled by the parser; this guards odd columns
             warnings.warn(
-                f"SGG reward failed on a row ({type(exc).__name__}: {exc}); scoring 0", stacklevel=2
+                f"SGG reward failed on a row ({type(exc).__name__}: {exc}); scoring 0", stacklevel=3
             )
             value = GraphScores()
         return self._scores.put(key, value)
 
     def _score(
-        self, parsed: ParseResult, objects: Any, relationships: Any, orig: Any, resized: Any
+        self, parsed: ParseResult, objects: Any, relationships: Any, orig: Any, resized: Any, geo: Any = None
     ) -> GraphScores:
         if not parsed.ok:
             gt_graph(objects, relationships)  # odd GT columns still warn, as they always did
             return GraphScores()
         gt = self._ground_truth(objects, relationships, orig, resized, sized=False)
-        graph, frame = parsed.graph, gt.frame
+        graph = parsed.graph
         n_pred, n_gt = len(graph.objects), gt.n
         pred_names = [o.name for o in graph.objects]
         pred_norm = [normalize_object(x) for x in pred_names]
@@ -306,25 +344,22 @@ class SGGScorer:
         quality = np.zeros(n_gt)
         iou_m = np.zeros((n_pred, n_gt))
         if n_pred and n_gt:
-            lim = np.array([frame.width, frame.height, frame.width, frame.height])
-            pred = np.array([o.box for o in graph.objects], dtype=np.float64)
-            pred = np.minimum(np.maximum(pred, 0.0), lim) / lim  # BoxFrame.clip, then normalise
-            label_sim = self._label_sim(pred_names, pred_norm, gt)
-            iou_m, giou_m, l1_m = _geometry(pred, gt.scaled, gt.area)
-            cost = self.w_label * (1.0 - label_sim) + self.w_giou * (1.0 - giou_m) + self.w_l1 * l1_m
-            if not math.isfinite(cost.sum()):  # only a plugged-in similarity can make it so
-                cost = np.nan_to_num(cost, nan=1e6, posinf=1e6)
+            if geo is None:
+                geo = self._geometry_of(graph, pred_names, pred_norm, gt)
+            label_sim, iou_m, l1_m, cost = geo
             rows, cols = linear_sum_assignment(cost)
             a, b = self.box_iou_weight, self.box_l1_weight
             node_sum = box_sum = 0.0
-            for pi, gi, s, i, d in zip(
-                rows.tolist(), cols.tolist(), label_sim[rows, cols].tolist(), iou_m[rows, cols].tolist(),
-                l1_m[rows, cols].tolist(), strict=True,
+            q = []
+            exp = math.exp
+            for s, i, d in zip(
+                label_sim[rows, cols].tolist(), iou_m[rows, cols].tolist(), l1_m[rows, cols].tolist(), strict=True
             ):  # fmt: skip
-                term = 0.5 * (i + math.exp(-d)) if a == b else (a * i + b * math.exp(-d)) / (a + b)
+                term = 0.5 * (i + exp(-d)) if a == b else (a * i + b * exp(-d)) / (a + b)
                 node_sum += s
                 box_sum += term
-                match[gi], quality[gi] = pi, s * term
+                q.append(s * term)
+            match[cols], quality[cols] = rows, q  # one scatter each instead of per-pair item writes
             node, box = node_sum / n_gt, box_sum / n_gt
         if gt.n_rel == 0:
             flag = float(not graph.relations)
@@ -334,7 +369,7 @@ class SGGScorer:
         pred_index = {o.id: i for i, o in enumerate(graph.objects)}
         ps = np.array([pred_index[r.subject] for r in graph.relations], dtype=np.int64)
         po = np.array([pred_index[r.object] for r in graph.relations], dtype=np.int64)
-        pp = _lookup(self._labels, ["\0" + normalize_predicate(r.predicate) for r in graph.relations])
+        pp = _lookup(self._labels, [_predicate_key(r.predicate) for r in graph.relations])
         gp = gt.pred_codes
         # soft: the best predicted predicate between the objects matched to a GT relation's ends
         ms, mo = match[gt.rel_s], match[gt.rel_o]
@@ -348,21 +383,31 @@ class SGGScorer:
             psim = np.array([[self.predicate_sim(r.predicate, p) for p in gt.rel_p] for r in graph.relations])
             best = np.where(pair, psim, 0.0).max(axis=0)
         soft = 0.0
-        qs, qo = quality[gt.rel_s], quality[gt.rel_o]
-        for j in np.flatnonzero(best).tolist():
-            soft += best[j] * qs[j] * qo[j]
-        # hard: same normalised labels and both IoUs above the threshold
+        # Python floats: the same IEEE products as numpy scalars, without per-element indexing costs
+        bl, qs, qo = best.tolist(), quality[gt.rel_s].tolist(), quality[gt.rel_o].tolist()
+        for j, v in enumerate(bl):
+            if v:
+                soft += v * qs[j] * qo[j]
+        # hard: same normalised labels and both IoUs above the threshold; (label and IoU) is decided per
+        # object pair first, then gathered for the relations' ends
         names = _lookup(self._labels, pred_norm)
-        ok = iou_m >= self.iou_threshold
-        hard = (
-            same_p
-            & (names[ps][:, None] == gt.name_codes[gt.rel_s][None, :])
-            & (names[po][:, None] == gt.name_codes[gt.rel_o][None, :])
-            & ok[np.ix_(ps, gt.rel_s)]
-            & ok[np.ix_(po, gt.rel_o)]
-        ).any(axis=0)
+        ok = (iou_m >= self.iou_threshold) & (names[:, None] == gt.name_codes[None, :])
+        hard = (same_p & ok[ps[:, None], gt.rel_s] & ok[po[:, None], gt.rel_o]).any(axis=0)
         n_rel = gt.n_rel
         return GraphScores(_unit(node), _unit(box), _unit(soft / n_rel), _unit(float(hard.sum()) / n_rel))
+
+    def _geometry_of(self, graph: Any, pred_names: list[str], pred_norm: list[str], gt: _GT) -> tuple:
+        """(label similarity, IoU, L1, matching cost) of one row's predicted vs GT objects."""
+        frame = gt.frame
+        lim = np.array([frame.width, frame.height, frame.width, frame.height])
+        pred = np.array([o.box for o in graph.objects], dtype=np.float64)
+        pred = np.minimum(np.maximum(pred, 0.0), lim) / lim  # BoxFrame.clip, then normalise
+        label_sim = self._label_sim(pred_names, pred_norm, gt)
+        iou_m, giou_m, l1_m = _geometry(pred, gt.scaled, gt.area)
+        cost = self.w_label * (1.0 - label_sim) + self.w_giou * (1.0 - giou_m) + self.w_l1 * l1_m
+        if not math.isfinite(cost.sum()):  # only a plugged-in similarity can make it so
+            cost = np.nan_to_num(cost, nan=1e6, posinf=1e6)
+        return label_sim, iou_m, l1_m, cost
 
     # -- F1 -----------------------------------------------------------------------------------------------
 
