@@ -239,6 +239,20 @@ def test_training_into_a_used_output_dir_refuses(tiny_model, color_dir, tmp_path
     assert grpo_args(tmp_path / "x", resume_from_checkpoint="last").resume_from_checkpoint is True
 
 
+def test_cli_rerun_refusal_is_a_message_not_a_traceback(tiny_model, color_dir, tmp_path, capsys):
+    """Item 9 from the command line: exit 2 and the message, like every other bad-input error."""
+    from r1vision.cli import main
+
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "metrics.csv").write_text("step,epoch,loss\n1,0.1,0.5\n")
+    argv = ["grpo", "--config", "color_smoke", "--model", tiny_model("qwen2_vl"), "--dataset", str(color_dir),
+            "--output_dir", str(out), "--max_steps", "1", "--use_cpu", "true"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "already holds a run" in err and "--overwrite_output_dir" in err and "Traceback" not in err
+
+
 # ------------------------------------------------------------------------------------- 10. bad images
 def _png(img: Image.Image) -> bytes:
     buf = io.BytesIO()

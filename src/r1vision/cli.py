@@ -128,7 +128,13 @@ def _train(kind: str, argv: Sequence[str]) -> int:
     config_cls = VisionGRPOConfig if kind == "grpo" else VisionSFTConfig
     parser = TrlParser((ScriptArguments, config_cls), prog=f"r1vision {kind}")
     script, config = parser.parse_args_and_config(resolve_config_argv(_train_argv(argv)))
-    out = run_grpo(script, config) if kind == "grpo" else run_sft(script, config)
+    from r1vision.trainer.checkpoint import OutputDirInUseError
+
+    try:
+        out = run_grpo(script, config) if kind == "grpo" else run_sft(script, config)
+    except OutputDirInUseError as exc:  # a refusal, not a crash: the message says what to pass
+        print(f"r1vision {kind}: error: {exc}", file=sys.stderr)
+        return 2
     if config.process_index == 0:
         print(f"saved to {out}")
     from r1vision.trainer.distributed import finish_process  # a launched worker exits here (no abort)
