@@ -208,7 +208,7 @@ def read_json_lines(where: Located) -> list[dict[str, Any]] | None:
     line lacks it) and local image paths are absolute. Column types are not unified across rows as
     Arrow does (an integer stays an integer next to floats).
     """
-    import json
+    from r1vision.tasks.fastjson import loads
 
     if where.kind != "files" or not where.files or any(f.suffix != ".jsonl" for f in where.files):
         return None
@@ -220,7 +220,7 @@ def read_json_lines(where: Located) -> list[dict[str, Any]] | None:
                 if not line.strip():
                     continue
                 try:
-                    row = json.loads(line)
+                    row = loads(line)
                 except ValueError as exc:
                     raise DatasetLoadError(f"{file}:{number}: not a JSON line ({exc})") from exc
                 if not isinstance(row, dict):

@@ -37,18 +37,18 @@ import functools
 import gc
 import itertools
 import warnings
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
+from r1vision.tasks.fastjson import loads
+from r1vision.tasks.sgg import recall
 from r1vision.tasks.sgg.bbox_ap import box_ap
 from r1vision.tasks.sgg.categories import load_vocabulary, zero_shot_triplets
 from r1vision.tasks.sgg.labels import normalize_object, normalize_predicate
-from r1vision.tasks.sgg.matching import gt_graph
+from r1vision.tasks.sgg.parse import name_of
 from r1vision.tasks.sgg.predictions import LazyEntries, PredGraph, read_predictions, to_pred_graph
 
 _T = TypeVar("_T")
@@ -78,114 +78,138 @@ def _gt_sizes(row: dict[str, Any]) -> tuple[Any, Any]:
     return orig, resized
 
 
-class _GTSide:
-    """GT relations of one image encoded once: label codes and box arrays for :func:`_hit_matrix`."""
-
-    def __init__(self, gt_trips: list) -> None:
-        self.codes: dict[str, int] = {}
-        enc = self.encode
-        self.s, self.o, self.p = enc(gt_trips, 0), enc(gt_trips, 2), enc(gt_trips, 4)
-        self.sbox = np.array([t[1] for t in gt_trips], dtype=np.float64).reshape(-1, 4)
-        self.obox = np.array([t[3] for t in gt_trips], dtype=np.float64).reshape(-1, 4)
-        self.n = len(gt_trips)
-
-    def encode(self, items: list, idx: int) -> np.ndarray:
-        setdefault, codes = self.codes.setdefault, self.codes
-        return np.array([setdefault(t[idx], len(codes)) for t in items], dtype=np.int64)
+def _decoded(value: Any) -> list:
+    """A GT column as a list: JSON text decoded (empty text = no items), None = no items."""
+    if isinstance(value, str):
+        return loads(value or "[]")
+    return list(value or [])
 
 
-def _pair_iou(a: np.ndarray, b: np.ndarray, plus_one: bool) -> np.ndarray:
-    """IoU of box pairs ``a[i]``, ``b[i]`` (both n x 4); same rule as :func:`boxes.iou`.
+class _Labels:
+    """Normalised labels, computed once per distinct raw label (an evaluation sees each many times)."""
 
-    ``plus_one`` (R1-SGG compat) also computes in float32, as R1-SGG's evaluator does on its tensors: a
-    box whose IoU is 0.5 in one precision can fall below it in the other.
-    """
-    if plus_one:
-        a, b = a.astype(np.float32), b.astype(np.float32)
-    e = 1.0 if plus_one else 0.0
-    iw = np.clip(np.minimum(a[:, 2], b[:, 2]) - np.maximum(a[:, 0], b[:, 0]) + e, 0, None)
-    ih = np.clip(np.minimum(a[:, 3], b[:, 3]) - np.maximum(a[:, 1], b[:, 1]) + e, 0, None)
-    inter = iw * ih
-    area_a = np.clip(a[:, 2] - a[:, 0] + e, 0, None) * np.clip(a[:, 3] - a[:, 1] + e, 0, None)
-    area_b = np.clip(b[:, 2] - b[:, 0] + e, 0, None) * np.clip(b[:, 3] - b[:, 1] + e, 0, None)
-    union = area_a + area_b - inter
-    return np.divide(inter, union, out=np.zeros_like(inter), where=union > 0)
+    def __init__(self, compat: bool) -> None:
+        self.norm_o = _refine if compat else normalize_object
+        self.norm_p = _refine if compat else normalize_predicate
+        self._objects: dict[str, str] = {}
+        self._predicates: dict[str, str] = {}
 
+    def object(self, name: str) -> str:
+        label = self._objects.get(name)
+        if label is None:
+            label = self._objects[name] = self.norm_o(name)
+        return label
 
-def _hit_matrix(gt: _GTSide, cands: list, compat: bool) -> np.ndarray:
-    """``hit[i, j]``: candidate i (in ranking order) matches GT relation j (labels equal, both IoUs >= 0.5).
-
-    Labels are compared as integer codes first; IoUs are computed only for the label-matching pairs (a
-    VG150-sized evaluation has 5,000 images with up to 100 x 100 candidate/GT pairs each).
-    """
-    hit = np.zeros((len(cands), gt.n), dtype=bool)
-    if not cands or not gt.n:
-        return hit
-    same = (gt.encode(cands, 0)[:, None] == gt.s[None, :]) & (gt.encode(cands, 4)[:, None] == gt.p[None, :])
-    same &= gt.encode(cands, 2)[:, None] == gt.o[None, :]
-    rows, cols = np.nonzero(same)
-    if len(rows):
-        sbox = np.array([cands[i][1] for i in rows.tolist()], dtype=np.float64).reshape(-1, 4)
-        obox = np.array([cands[i][3] for i in rows.tolist()], dtype=np.float64).reshape(-1, 4)
-        ok = (_pair_iou(sbox, gt.sbox[cols], compat) >= 0.5) & (_pair_iou(obox, gt.obox[cols], compat) >= 0.5)
-        hit[rows[ok], cols[ok]] = True
-    return hit
+    def predicate(self, text: str) -> str:
+        label = self._predicates.get(text)
+        if label is None:
+            label = self._predicates[text] = self.norm_p(text)
+        return label
 
 
-def _recalled(hit: np.ndarray, ks: Sequence[int], compat: bool) -> dict[int, np.ndarray]:
-    """For each K, the mask of GT relations recalled by the top-K candidates of a hit matrix."""
-    n_gt = hit.shape[1]
-    if not hit.size:
-        return {k: np.zeros(n_gt, dtype=bool) for k in ks}
-    covered = hit.any(axis=0)
-    if compat or hit.sum(axis=1).max() <= 1:
-        # compat: any one prediction may recall a GT relation (R1-SGG); a candidate hitting at most one
-        # GT relation makes the one-to-one matching trivial: a relation is recalled from its first hit on
-        first = np.where(covered, hit.argmax(axis=0), np.iinfo(np.int64).max)
-        return {k: first < k for k in ks}
-    out = {}
-    for k in ks:
-        top = hit[:k]
-        rows, cols = linear_sum_assignment(-top.astype(np.float64))  # each prediction recalls at most one
-        mask = np.zeros(n_gt, dtype=bool)
-        mask[cols[top[rows, cols]]] = True
-        out[k] = mask
-    return out
+class _Collector:
+    """Flat arrays of every evaluated image's GT relations and ranked candidates for :mod:`recall`."""
 
+    def __init__(self, compat: bool, predicates: Sequence[str], k_max: int) -> None:
+        self.compat, self.k_max = compat, k_max
+        self.fill_predicates = [_refine(q) for q in predicates]
+        self.triplets: dict[tuple[str, str, str], int] = {}  # label triplet -> code
+        self.n_images = 0
+        self.gt_image: list[int] = []
+        self.gt_triplet: list[int] = []
+        self.gt_boxes: list[np.ndarray] = []  # per image, n x 8
+        self.cand_image: list[int] = []
+        self.cand_triplet: list[int] = []
+        self.cand_ng: list[int] = []  # rank without graph constraint, -1: beyond K
+        self.cand_c: list[int] = []  # rank with graph constraint, -1: not in that ranking
+        self.cand_boxes: list[np.ndarray] = []  # per image, n x 8
 
-def _candidates(pred: PredGraph, compat: bool, predicates: Sequence[str], k_max: int) -> tuple[list, list]:
-    """(positions in the no-graph-constraint list of the graph-constrained candidates, the
-    no-graph-constraint candidates), in ranking order, label-normalised."""
-    norm_o = _refine if compat else normalize_object
-    norm_p = _refine if compat else normalize_predicate
-    trips = [
-        (norm_o(s), sb, norm_o(o), ob, norm_p(p), sid, oid) for s, sb, o, ob, p, sid, oid in pred.triplets
-    ]
-    if compat:
-        ng = [t[:5] for t in trips]
-        positions = list(range(len(ng)))
-        if (
-            len(ng) < k_max
-        ):  # Motifs ranks the zero-score predicates of each emitted pair after all emitted ones
-            fill = (
-                (s, sb, o, ob, _refine(q))
-                for s, sb, o, ob, p, _, _ in trips
-                for q in predicates
-                if _refine(q) != p
+    def add_gt(self, trips: list[tuple[str, str, str]], boxes: np.ndarray, s_idx: list, o_idx: list) -> None:
+        code = self.triplets.setdefault
+        self.gt_triplet.extend([code(t, len(self.triplets)) for t in trips])
+        self.gt_image.extend([self.n_images] * len(trips))
+        self.gt_boxes.append(np.concatenate([boxes[s_idx], boxes[o_idx]], axis=1))
+
+    def add_candidates(self, triplets: list, labels: _Labels) -> None:
+        """Rank the image's predicted triplets (see module docstring) and keep those whose label triplet
+        occurs in some GT (no other can hit)."""
+        codes, k_max = self.triplets, self.k_max
+        kept: list[tuple[int, int, int, list[float]]] = []  # triplet code, ng rank, constrained rank, boxes
+        if self.compat:
+            emitted = [(labels.object(s), sb, labels.object(o), ob, labels.predicate(p))
+                       for s, sb, o, ob, p, _, _ in triplets[:k_max]]  # fmt: skip
+            for rank, (s, sb, o, ob, p) in enumerate(emitted):
+                t = codes.get((s, p, o))
+                if t is not None:
+                    kept.append((t, rank, rank, [*sb, *ob]))
+            # Motifs ranks the zero-score predicates of each emitted pair after all emitted ones
+            fill = ((s, sb, o, ob, q) for s, sb, o, ob, p in emitted for q in self.fill_predicates if q != p)
+            for rank, (s, sb, o, ob, q) in enumerate(
+                itertools.islice(fill, k_max - len(emitted)), len(emitted)
+            ):
+                t = codes.get((s, q, o))
+                if t is not None:
+                    kept.append((t, rank, -1, [*sb, *ob]))
+        else:
+            seen: set[tuple[str, str, str]] = set()
+            pairs: set[tuple[str, str]] = set()
+            rank = n_pos = 0
+            for s, sb, o, ob, p, sid, oid in triplets:
+                if rank >= k_max and n_pos >= k_max:
+                    break
+                p = labels.predicate(p)
+                if (sid, p, oid) in seen:  # a duplicate triplet
+                    continue
+                seen.add((sid, p, oid))
+                pos = -1
+                if (sid, oid) not in pairs:  # the pair's first predicate: in the graph-constrained ranking
+                    pairs.add((sid, oid))
+                    pos = n_pos if n_pos < k_max else -1
+                    n_pos += 1
+                t = codes.get((labels.object(s), p, labels.object(o)))
+                if t is not None and (rank < k_max or pos >= 0):
+                    kept.append((t, rank if rank < k_max else -1, pos, [*sb, *ob]))
+                rank += 1
+        if kept:
+            trip, ng, c, boxes = zip(*kept, strict=True)
+            self.cand_triplet.extend(trip)
+            self.cand_ng.extend(ng)
+            self.cand_c.extend(c)
+            self.cand_image.extend([self.n_images] * len(kept))
+            self.cand_boxes.append(np.array(boxes, dtype=np.float64).reshape(-1, 8))
+        self.n_images += 1
+
+    def tables(self, zero_shot: set, ks: Sequence[int]) -> tuple[dict, dict, list[str], list[int]]:
+        """Recall tables (:func:`recall.recall_tables`) with and without graph constraint, the predicate
+        of each predicate code, and the predicate codes in the order a per-image loop meets them (by
+        first image, then by name)."""
+        names: dict[str, int] = {}
+        trip_pred = np.array([names.setdefault(p, len(names)) for _, p, _ in self.triplets], dtype=np.int64)
+        trip_zs = np.array([t in zero_shot for t in self.triplets], dtype=bool)
+        gt_trip = np.array(self.gt_triplet, dtype=np.int64)
+        gt_image = np.array(self.gt_image, dtype=np.int64)
+        n_trip = max(len(self.triplets), 1)
+        cand_image = np.array(self.cand_image, dtype=np.int64)
+        ci, gi = recall.hit_pairs(
+            gt_image * n_trip + gt_trip,
+            np.concatenate(self.gt_boxes) if self.gt_boxes else np.zeros((0, 8)),
+            cand_image * n_trip + np.array(self.cand_triplet, dtype=np.int64),
+            np.concatenate(self.cand_boxes) if self.cand_boxes else np.zeros((0, 8)),
+            self.compat,
+        )
+        out = []
+        for ranks in (self.cand_c, self.cand_ng):
+            first = recall.first_recalled(
+                len(gt_trip), ci, gi, np.array(ranks, dtype=np.int64), cand_image, not self.compat
             )
-            ng.extend(itertools.islice(fill, k_max - len(ng)))
-        return positions, ng
-    seen, pairs, positions, ng = set(), set(), [], []
-    for t in trips:
-        key = (t[5], t[4], t[6])
-        if key in seen:
-            continue
-        seen.add(key)
-        if (t[5], t[6]) not in pairs:
-            pairs.add((t[5], t[6]))
-            positions.append(len(ng))
-        ng.append(t[:5])
-    return positions, ng
+            out.append(recall.recall_tables(
+                first, gt_image, self.n_images, trip_pred[gt_trip], trip_zs[gt_trip], ks
+            ))  # fmt: skip
+        first_image = np.full(len(names), len(gt_image), dtype=np.int64)
+        np.minimum.at(first_image, trip_pred[gt_trip], gt_image)
+        pred_names = list(names)
+        met = sorted(range(len(names)), key=lambda c: (int(first_image[c]), pred_names[c]))
+        return out[0], out[1], pred_names, met
 
 
 def _iter_gt(gt_rows: Any, split: str) -> Iterable[dict[str, Any]]:
@@ -287,25 +311,20 @@ def evaluate_sgg(
         predictions = {str(k): v for k, v in dict(predictions).items()}
     coverage = _coverage(rows, predictions)
     k_max = max(ks)
-
-    recall = {k: [] for k in ks}
-    ng_recall = {k: [] for k in ks}
-    zs_recall = {k: [] for k in ks}
-    ng_zs_recall = {k: [] for k in ks}
-    per_pred = {k: defaultdict(list) for k in ks}
-    ng_per_pred = {k: defaultdict(list) for k in ks}
+    labels = _Labels(is_compat)
+    collect = _Collector(is_compat, preds_vocab, k_max)
+    details: list[dict[str, Any]] = []
     ap_images: list[tuple[str, list, list]] = []
     n_records = n_failed = 0
     for row in rows:
         image_id = str(row["image_id"])
-        gt = gt_graph(row["objects"], row["relationships"])
-        gt_norm = [norm_o(x) for x in gt.names]
+        objs, rels = _decoded(row["objects"]), _decoded(row["relationships"])
+        gt_norm = [labels.object(name_of(str(o["id"]))) for o in objs]
+        boxes = np.asarray([o["bbox"] for o in objs], dtype=np.float64).reshape(-1, 4)
         index: dict[str, int] = {}
-        for i, gid in enumerate(gt.ids):
-            index.setdefault(gid, i)  # a repeated GT id: the first object, as before
-        boxes = gt.boxes.tolist()
-        gt_trips = [(gt_norm[index[s]], boxes[index[s]], gt_norm[index[o]], boxes[index[o]], norm_p(p))
-                    for s, p, o in gt.relations]  # fmt: skip
+        for i, o in enumerate(objs):
+            index.setdefault(str(o["id"]), i)  # a repeated GT id: the first object, as before
+        rel_ids = [(str(r["subject"]), str(r["predicate"]), str(r["object"])) for r in rels]
         record = predictions.get(image_id)
         pred = PredGraph(error="missing")
         if record is not None:
@@ -321,62 +340,48 @@ def evaluate_sgg(
             if is_compat and pred.placeholder:  # R1-SGG keeps nothing of such an answer but its placeholder
                 pred = PredGraph(error=pred.error, placeholder=True)
         if record is not None or not is_compat:  # R1-SGG's COCO evaluator sees the predicted images only
-            ap_images.append(
-                (image_id, list(zip(gt_norm, boxes, strict=True)), [(norm_o(n), b) for n, b in pred.objects])
-            )
-        if not gt_trips or (is_compat and (record is None or not (pred.triplets or pred.placeholder))):
+            ap_images.append((image_id, list(zip(gt_norm, boxes.tolist(), strict=True)),
+                              [(labels.object(n), b) for n, b in pred.objects]))  # fmt: skip
+        if not rel_ids or (is_compat and (record is None or not (pred.triplets or pred.placeholder))):
             continue
-        positions, ng = _candidates(pred, is_compat, preds_vocab, k_max)
-        positions = positions[:k_max]
-        zs_mask = np.array([(t[0], t[4], t[2]) in zs for t in gt_trips], dtype=bool)
-        n_zs = int(zs_mask.sum())
-        pred_names = sorted({t[4] for t in gt_trips})
-        pred_code = np.array([pred_names.index(t[4]) for t in gt_trips], dtype=np.int64)
-        pred_count = np.bincount(pred_code, minlength=len(pred_names))
-        detail = {
-            "image_id": image_id,
-            "error": pred.error,
-            "num_gt": len(gt_trips),
-            "num_pred": len(pred.triplets),
-        }
-        # one hit matrix: the constrained candidates are a subset of the unconstrained ones
-        needed = max(min(len(ng), k_max), positions[-1] + 1 if positions else 0)
-        hit_all = _hit_matrix(_GTSide(gt_trips), ng[:needed], is_compat)
-        hit_ng, hit_c = hit_all[:k_max], hit_all[positions]
-        n_gt = len(gt_trips)
-        rec_c, rec_ng = _recalled(hit_c, ks, is_compat), _recalled(hit_ng, ks, is_compat)
-        for k in ks:
-            for mask, rec, zrec, table in (
-                (rec_c[k], recall[k], zs_recall[k], per_pred[k]),
-                (rec_ng[k], ng_recall[k], ng_zs_recall[k], ng_per_pred[k]),
-            ):
-                rec.append(int(mask.sum()) / n_gt)
-                if n_zs:
-                    zrec.append(int((mask & zs_mask).sum()) / n_zs)
-                per = np.bincount(pred_code, weights=mask, minlength=len(pred_names)) / pred_count
-                for name, value in zip(pred_names, per.tolist(), strict=True):
-                    table[name].append(value)
-            detail[f"R@{k}"] = recall[k][-1]
-        if records is not None:
-            records.append(detail)
+        s_idx, o_idx = [index[s] for s, _, _ in rel_ids], [index[o] for _, _, o in rel_ids]
+        trips = [
+            (gt_norm[i], labels.predicate(p), gt_norm[j])
+            for i, (_, p, _), j in zip(s_idx, rel_ids, o_idx, strict=True)
+        ]
+        collect.add_gt(trips, boxes, s_idx, o_idx)
+        collect.add_candidates(pred.triplets, labels)
+        details.append({"image_id": image_id, "error": pred.error, "num_gt": len(rel_ids),
+                        "num_pred": len(pred.triplets)})  # fmt: skip
 
-    def mean_recall(table: dict[str, list[float]]) -> float:
-        if is_compat:  # every vocabulary predicate counts; absent ones as 0
-            means = [float(np.mean(table[norm_p(p)])) if table.get(norm_p(p)) else 0.0 for p in preds_vocab]
-        else:
-            means = [float(np.mean(v)) for v in table.values()]
+    constrained, unconstrained, pred_names, met = collect.tables(zs, ks)
+    if is_compat:  # every vocabulary predicate counts; absent ones as 0
+        code = {name: i for i, name in enumerate(pred_names)}
+        order = [code.get(norm_p(p)) for p in preds_vocab]
+    else:  # the predicates of the ground truth
+        order = met
+
+    def mean_recall(table: dict[int, np.ndarray]) -> float:
+        means = [float(np.mean(table[c])) if c in table else 0.0 for c in order]
         return float(np.mean(means)) if means else 0.0
 
     metrics: dict[str, float] = {}
-    for name, source in (("R", recall), ("zR", zs_recall), ("ngR", ng_recall), ("ng-zR", ng_zs_recall)):
+    for name, part, which in (("R", 0, constrained), ("zR", 1, constrained), ("ngR", 0, unconstrained),
+                              ("ng-zR", 1, unconstrained)):  # fmt: skip
         for k in ks:
-            metrics[f"{name}@{k}"] = float(np.mean(source[k])) if source[k] else 0.0
+            values = which[k][part]
+            metrics[f"{name}@{k}"] = float(np.mean(values)) if len(values) else 0.0
     for k in ks:
-        metrics[f"mR@{k}"] = mean_recall(per_pred[k])
-        metrics[f"ng-mR@{k}"] = mean_recall(ng_per_pred[k])
+        metrics[f"mR@{k}"] = mean_recall(constrained[k][2])
+        metrics[f"ng-mR@{k}"] = mean_recall(unconstrained[k][2])
+    if records is not None:
+        for i, detail in enumerate(details):
+            for k in ks:
+                detail[f"R@{k}"] = float(constrained[k][0][i])
+        records.extend(details)
     metrics.update(box_ap(ap_images))
     metrics["parse_failure_rate"] = n_failed / n_records if n_records else 0.0
-    metrics["num_images"] = float(len(recall[ks[0]]))
+    metrics["num_images"] = float(len(details))
     metrics.update(coverage)
     return metrics
 
