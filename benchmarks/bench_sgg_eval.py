@@ -1,14 +1,19 @@
 """SGG evaluation at VG150-val size: 5,000 images, ~55 predicted relations each, box AP included.
 
-Rows of the table, all measured in the same run on the same synthetic set:
+Every row runs in a fresh process on the same synthetic set (GT as JSON lines, predictions as R1-SGG's
+gathered ``sgg_pred_results.json``), default and ``r1sgg`` modes:
 
-- eval core, in process (``evaluate_sgg``: R/mR/zR/ngR/ng-mR/ng-zR + COCO box AP), default and ``r1sgg``
-  modes, against a baseline with the same pipeline but a per-pair Python loop for the candidate x GT
-  matching (the straightforward implementation), with a check that both give identical metrics;
-- the whole command, ``r1vision eval sgg --gt gt.jsonl --pred sgg_pred_results.json`` in a fresh process:
-  wall time including start-up (``import r1vision``) and its peak RSS, next to ``import r1vision`` alone.
+- the whole command, ``r1vision eval sgg --gt gt.jsonl --pred sgg_pred_results.json``: wall time
+  including start-up, process CPU time (user + sys) and peak RSS;
+- the eval core alone, ``evaluate_sgg`` on rows and records already in memory (wall and CPU);
+- ``import r1vision`` alone.
 
-    .venv/bin/python benchmarks/bench_sgg_eval.py [--images 5000] [--json out.json]
+With ``--compare-src DIR`` (e.g. ``git archive <commit> src | tar -x -C /tmp/old``, then
+``--compare-src /tmp/old/src``) every row also runs on that source tree, alternating with this one round by
+round; ``identical`` says whether both give exactly equal metrics (``==`` on every value). Times are the
+best of ``--rounds``.
+
+    .venv/bin/python benchmarks/bench_sgg_eval.py [--images 5000] [--rounds 3] [--compare-src DIR]
 """
 
 from __future__ import annotations
@@ -20,18 +25,11 @@ import random
 import subprocess
 import sys
 import tempfile
-import time
-import warnings
 from pathlib import Path
-from unittest import mock
-
-import numpy as np
-
-from r1vision.tasks.sgg import evaluate as ev
-from r1vision.tasks.sgg.boxes import iou
 
 OBJECTS = ["man", "horse", "hat", "tree", "car", "dog", "shirt", "table", "cup", "window", "person", "sign"]
 PREDICATES = ["on", "near", "riding", "wearing", "has", "under", "in", "holding", "behind", "above"]
+SRC = Path(__file__).resolve().parents[1] / "src"
 
 
 def _box(rng: random.Random) -> list[float]:
@@ -77,89 +75,131 @@ def make_set(n_images: int, seed: int = 0) -> tuple[list[dict], dict[str, dict]]
     return rows, preds
 
 
-def _loop_hit_matrix(gt, cands, compat):
-    """Baseline: label codes compared and one scalar IoU call per candidate/GT pair."""
-    hit = np.zeros((len(cands), gt.n), dtype=bool)
-    cs, co, cp = gt.encode(cands, 0), gt.encode(cands, 2), gt.encode(cands, 4)
-    for i in range(len(cands)):
-        for j in range(gt.n):
-            if cs[i] == gt.s[j] and co[i] == gt.o[j] and cp[i] == gt.p[j]:
-                hit[i, j] = (
-                    iou(cands[i][1], gt.sbox[j].tolist(), compat) >= 0.5
-                    and iou(cands[i][3], gt.obox[j].tolist(), compat) >= 0.5
-                )
-    return hit
+# Runs a command in a child and prints its wall seconds, CPU seconds (user + sys) and peak RSS (KiB).
+_WRAPPER = """
+import resource, subprocess, sys, time
+t = time.perf_counter(); rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL).returncode
+wall = time.perf_counter() - t
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(rc, wall, r.ru_utime + r.ru_stime, r.ru_maxrss)
+"""
+
+# The eval core in a child: rows and records decoded first (not timed), then evaluate_sgg.
+_CORE = f"""
+import json, sys, time, warnings
+from r1vision.tasks.sgg.evaluate import evaluate_sgg
+gt, pred, compat, out = sys.argv[1:5]
+rows = [json.loads(line) for line in open(gt)]
+preds = json.load(open(pred))
+wall, cpu = time.perf_counter(), time.process_time()
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    m = evaluate_sgg(rows, preds, None if compat == "default" else compat, vocab="vg150", split="train",
+                     predicates={PREDICATES!r})
+wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+json.dump({{"wall": wall, "cpu": cpu, "metrics": m}}, open(out, "w"))
+"""
 
 
-def _timed(rows, preds, compat):
-    wall, cpu = time.perf_counter(), time.process_time()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        metrics = ev.evaluate_sgg(rows, preds, compat, vocab="vg150", predicates=PREDICATES)
-    return time.perf_counter() - wall, time.process_time() - cpu, metrics
-
-
-def _child(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (GiB) of a fresh process."""
-    wrapper = (
-        "import resource, subprocess, sys, time\n"
-        "t = time.perf_counter(); rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL).returncode\n"
-        "wall = time.perf_counter() - t\n"
-        "print(rc, wall, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", wrapper, *cmd], env=env, capture_output=True, text=True, check=True
-    )
-    rc, wall, rss_kb = out.stdout.split()
+def _child(cmd: list[str], src: Path) -> tuple[float, float, float]:
+    """Wall seconds, CPU seconds and peak RSS (GiB) of ``cmd`` in a fresh process with ``src`` first."""
+    env = dict(os.environ, PYTHONPATH=str(src), OMP_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, "-c", _WRAPPER, *cmd], env=env, capture_output=True, text=True,
+                         check=True)  # fmt: skip
+    rc, wall, cpu, rss_kb = out.stdout.split()
     if rc != "0":
         raise RuntimeError(f"{cmd} exited {rc}")
-    return float(wall), int(rss_kb) / 2**20
+    return float(wall), float(cpu), int(rss_kb) / 2**20
+
+
+def _round(src: Path, tmp: Path, tag: str) -> dict[str, dict]:
+    """One round of every row on ``src``: {row: {wall, cpu, rss, metrics}}."""
+    gt, pred = tmp / "gt.jsonl", tmp / "sgg_pred_results.json"
+    out: dict[str, dict] = {}
+    wall, cpu, rss = _child([sys.executable, "-c", "import r1vision"], src)
+    out["import r1vision"] = {"wall": wall, "cpu": cpu, "rss": rss, "metrics": None}
+    for compat in ("default", "r1sgg"):
+        metrics_file = tmp / f"{tag}-{compat}.json"
+        cmd = [sys.executable, "-m", "r1vision.cli", "eval", "sgg", "--gt", str(gt), "--pred", str(pred),
+               "--split", "train", "--json_out", str(metrics_file)]  # fmt: skip
+        if compat != "default":
+            cmd += ["--compat", compat]
+        wall, cpu, rss = _child(cmd, src)
+        metrics = json.loads(metrics_file.read_text())
+        out[f"`r1vision eval sgg`, {compat}, start-up included"] = {"wall": wall, "cpu": cpu, "rss": rss,
+                                                                    "metrics": metrics}  # fmt: skip
+        _child([sys.executable, "-c", _CORE, str(gt), str(pred), compat, str(metrics_file)], src)
+        core = json.loads(metrics_file.read_text())
+        out[f"eval core, {compat}"] = {"wall": core["wall"], "cpu": core["cpu"], "rss": None,
+                                       "metrics": core["metrics"]}  # fmt: skip
+    return out
+
+
+def _best(runs: list[dict[str, dict]]) -> dict[str, dict]:
+    best = {}
+    for row in runs[0]:
+        best[row] = {
+            "wall": min(r[row]["wall"] for r in runs),
+            "cpu": min(r[row]["cpu"] for r in runs),
+            "rss": max((r[row]["rss"] for r in runs if r[row]["rss"] is not None), default=None),
+            "metrics": runs[0][row]["metrics"],
+            "stable": all(r[row]["metrics"] == runs[0][row]["metrics"] for r in runs),
+        }
+    return best
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--images", type=int, default=5000)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--compare-src", default=None, help="baseline source tree (a src folder)")
     p.add_argument("--json", default=None)
     a = p.parse_args()
     rows, preds = make_set(a.images)
-    n_rel = np.mean([len(v["relation_tuples"]) for v in preds.values()])
-    results = []
-    for compat in (None, "r1sgg"):
-        fast_s, fast_cpu, fast = _timed(rows, preds, compat)
-        with mock.patch.object(ev, "_hit_matrix", _loop_hit_matrix):
-            slow_s, slow_cpu, slow = _timed(rows, preds, compat)
-        same = all(abs(fast[k] - slow[k]) < 1e-12 for k in fast)
-        results.append({"row": f"eval core, {compat or 'default'}", "baseline_s": slow_s, "s": fast_s,
-                        "cpu_s": fast_cpu, "ratio": slow_s / fast_s, "identical": same, "R@50": fast["R@50"],
-                        "AP50": fast["AP50"]})  # fmt: skip
-
-    env = dict(os.environ, PYTHONPATH=str(Path(ev.__file__).parents[3]), OMP_NUM_THREADS="1")
+    n_rel = sum(len(v["relation_tuples"]) for v in preds.values()) / max(len(preds), 1)
+    trees = {"this": SRC} | ({"baseline": Path(a.compare_src).resolve()} if a.compare_src else {})
+    runs: dict[str, list] = {name: [] for name in trees}
+    load_start = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
-        gt, pred = Path(tmp) / "gt.jsonl", Path(tmp) / "sgg_pred_results.json"
-        gt.write_text("".join(json.dumps(r) + "\n" for r in rows))
-        pred.write_text(json.dumps(preds))
-        imp_s, imp_rss = _child([sys.executable, "-c", "import r1vision"], env)
-        cmd = [sys.executable, "-m", "r1vision.cli", "eval", "sgg", "--gt", str(gt), "--pred", str(pred)]
-        cli_s, cli_rss = _child(cmd + ["--split", "train"], env)
-        cli_c_s, cli_c_rss = _child(cmd + ["--split", "train", "--compat", "r1sgg"], env)
-    load = os.getloadavg()[0]
-    print(f"{a.images} images, {n_rel:.0f} predicted relations per image on average; load average {load:.1f} "
-          f"on {os.cpu_count()} cores")  # fmt: skip
-    print("| row | baseline s | s | CPU s | ratio (baseline / this) | identical metrics | R@50 | AP50 |")
-    print("|---|---|---|---|---|---|---|---|")
-    for r in results:
-        print(f"| {r['row']} (per-pair loop baseline) | {r['baseline_s']:.2f} | {r['s']:.2f} | {r['cpu_s']:.2f} | "
-              f"{r['ratio']:.2f}x | {r['identical']} | {r['R@50']:.3f} | {r['AP50']:.3f} |")  # fmt: skip
-    print("| row | wall s (goal <= 5) | peak RSS GiB (goal <= 0.5) |")
-    print("|---|---|---|")
-    print(f"| `import r1vision` alone | {imp_s:.2f} | {imp_rss:.2f} |")
-    print(f"| `r1vision eval sgg` (default), start-up included | {cli_s:.2f} | {cli_rss:.2f} |")
-    print(f"| `r1vision eval sgg --compat r1sgg`, start-up included | {cli_c_s:.2f} | {cli_c_rss:.2f} |")
-    print(f"| eval work in the command (command - import) | {cli_s - imp_s:.2f} | |")
+        tmp = Path(tmp)
+        (tmp / "gt.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (tmp / "sgg_pred_results.json").write_text(json.dumps(preds))
+        del rows, preds
+        for _ in range(a.rounds):
+            for name, src in reversed(trees.items()):  # alternating: baseline, this, baseline, this, ...
+                runs[name].append(_round(src, tmp, name))
+    load_end = os.getloadavg()
+    best = {name: _best(r) for name, r in runs.items()}
+    print(f"{a.images} images, {n_rel:.0f} predicted relations per image on average; best of {a.rounds} "
+          f"rounds; load average {load_start[0]:.1f} at start, {load_end[0]:.1f} at end, "
+          f"{os.cpu_count()} cores")  # fmt: skip
+    this = best["this"]
+    if a.compare_src:
+        base = best["baseline"]
+        print(f"baseline: {a.compare_src}")
+        print("| row | baseline wall s | wall s | ratio | baseline CPU s | CPU s | ratio | baseline RSS GiB | "
+              "RSS GiB | identical metrics |")  # fmt: skip
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        for row, r in this.items():
+            b = base[row]
+            rss = f"{b['rss']:.2f} | {r['rss']:.2f}" if r["rss"] is not None else "| "
+            same = "" if r["metrics"] is None else str(r["metrics"] == b["metrics"] and r["stable"])
+            print(f"| {row} | {b['wall']:.2f} | {r['wall']:.2f} | {b['wall'] / r['wall']:.2f}x | {b['cpu']:.2f} | "
+                  f"{r['cpu']:.2f} | {b['cpu'] / r['cpu']:.2f}x | {rss} | {same} |")  # fmt: skip
+    else:
+        print("| row | wall s | CPU s | peak RSS GiB |")
+        print("|---|---|---|---|")
+        for row, r in this.items():
+            rss = f"{r['rss']:.2f}" if r["rss"] is not None else ""
+            print(f"| {row} | {r['wall']:.2f} | {r['cpu']:.2f} | {rss} |")
+    for compat in ("default", "r1sgg"):
+        m = this[f"eval core, {compat}"]["metrics"]
+        print(f"{compat}: R@50 {m['R@50']:.4f}  mR@50 {m['mR@50']:.4f}  ngR@50 {m['ngR@50']:.4f}  "
+              f"AP {m['AP']:.4f}  AP50 {m['AP50']:.4f}")  # fmt: skip
+    print("goals: `r1vision eval sgg` <= 5 s wall including start-up, <= 0.5 GiB peak RSS")
     if a.json:
-        results.append({"import_s": imp_s, "cli_s": cli_s, "cli_rss_gib": cli_rss, "cli_compat_s": cli_c_s})
         with open(a.json, "w") as f:
-            json.dump(results, f, indent=2)
+            json.dump({"best": best, "load": [load_start, load_end]}, f, indent=2)
 
 
 if __name__ == "__main__":

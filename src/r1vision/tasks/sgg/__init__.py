@@ -13,17 +13,21 @@ from r1vision.tasks.sgg.labels import (
 from r1vision.tasks.sgg.parse import ParseResult, SceneGraph, parse_scene_graph
 from r1vision.tasks.sgg.predictions import read_predictions
 from r1vision.tasks.sgg.prompts import build_messages, build_prompt, format_answer
-from r1vision.tasks.sgg.rewards import (
-    SGGScorer,
-    format_reward,
-    graph_reward,
-    group_normalize,
-    make_rewards,
-    select_groups_by_std,
-    with_group_norm,
-    with_warmup,
-)
 from r1vision.tasks.sgg.task import PSGTask, SGGTask
+
+# The rewards import scipy (~0.5 s): loaded on first use, so that evaluation starts without them.
+_REWARDS = frozenset(
+    {"SGGScorer", "format_reward", "graph_reward", "group_normalize", "make_rewards",
+     "select_groups_by_std", "with_group_norm", "with_warmup"}
+)  # fmt: skip
+
+
+def __getattr__(name: str):
+    if name in _REWARDS:
+        from r1vision.tasks.sgg import rewards
+
+        return getattr(rewards, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def synth_sgg(out_dir, n, seed=0, split="train", **opts):

@@ -93,7 +93,11 @@ def _matched_first(rank: np.ndarray, gt: np.ndarray) -> dict[int, int]:
     owner: dict[int, int] = {}
     first: dict[int, int] = {}
     for r in sorted(adj):
-        g = _augment(r, adj, owner)
+        g = next((g for g in adj[r] if g not in owner), None)  # a free GT: the shortest augmenting path
+        if g is None:
+            g = _augment(r, adj, owner)
+        else:
+            owner[g] = r
         if g is not None:  # a matched GT stays matched: it is recalled from rank r on
             first[g] = r
     return first

@@ -12,7 +12,6 @@ from r1vision.tasks.sgg.categories import Vocabulary, load_vocabulary
 from r1vision.tasks.sgg.data import image_size, load_raw, sft_target, to_trainer_format, validate_rows
 from r1vision.tasks.sgg.evaluate import evaluate_sgg
 from r1vision.tasks.sgg.prompts import compact_prompt
-from r1vision.tasks.sgg.rewards import make_rewards
 
 
 def _local_vocab(source: str | Path) -> Path | None:
@@ -153,6 +152,8 @@ class SGGTask(Task):
             from r1vision.tasks.sgg.f1 import f1_rewards
 
             return f1_rewards(family, **{k: v for k, v in kwargs.items() if k in _F1_OPTIONS})
+        from r1vision.tasks.sgg.rewards import make_rewards  # (scipy: not needed to evaluate)
+
         return make_rewards(family, **{k: v for k, v in kwargs.items() if k in _REWARD_OPTIONS})
 
     def completion_text(self, row: dict[str, Any], **kwargs: Any) -> str:
