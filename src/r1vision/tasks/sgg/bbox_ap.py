@@ -9,14 +9,15 @@ The definition is pycocotools' ``COCOeval`` for ``iouType="bbox"``, area range "
   made monotone and read at 101 recall points; categories without ground truth are left out;
 - ``AP`` is the mean over thresholds and categories, ``AP50``/``AP75`` at one threshold.
 
-Each image is matched once for all categories (IoU is -1 across categories); when no box is wanted by two
-detections the greedy matching is a row maximum, otherwise a short loop vectorised over the thresholds.
+Detections are compared with the GT boxes of their image and category only, for all images at once; where
+no box is wanted by two detections the greedy matching is each detection's best IoU, otherwise (those
+images only) a short loop vectorised over the thresholds.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -67,44 +68,92 @@ def _match(ious: np.ndarray) -> np.ndarray:
     return out
 
 
-def box_ap(
-    images: Iterable[tuple[str, list[tuple[str, Box]], list[tuple[str, Box]]]],
-) -> dict[str, float]:
-    """``{"AP", "AP50", "AP75"}`` (fractions) of ``(image_id, ground truth, detections)`` triples, where
-    both lists hold ``(category, [x1, y1, x2, y2])`` and detections are in rank order."""
-    codes: dict[str, int] = {}
-    n_gt: dict[int, int] = defaultdict(int)
-    per_image = []  # (image key, category code per detection, T x D matched)
-    for image_id, gts, dets in images:
-        g_cat = np.array([codes.setdefault(c, len(codes)) for c, _ in gts], dtype=np.int64)
-        for c in g_cat.tolist():
-            n_gt[c] += 1
-        d_cat = np.array([codes.setdefault(c, len(codes)) for c, _ in dets], dtype=np.int64)
-        if len(d_cat) > MAX_DETS:  # at most MAX_DETS per category: rank within the category
-            order = np.argsort(d_cat, kind="stable")
-            rank = np.empty(len(d_cat), dtype=np.int64)
-            starts = np.r_[0, np.flatnonzero(np.diff(d_cat[order])) + 1]
-            rank[order] = np.arange(len(d_cat)) - np.repeat(starts, np.diff(np.r_[starts, len(d_cat)]))
-            keep = rank < MAX_DETS
-            dets = [d for d, k in zip(dets, keep.tolist(), strict=True) if k]
-            d_cat = d_cat[keep]
-        if not len(d_cat):
-            continue
-        d = np.asarray([b for _, b in dets], dtype=np.float64).reshape(-1, 4)
-        g = np.asarray([b for _, b in gts], dtype=np.float64).reshape(-1, 4)
-        ious = np.where(d_cat[:, None] == g_cat[None, :], _iou(d, g), -1.0)
-        per_image.append((str(image_id), d_cat, _match(ious)))  # pycocotools sorts images by string id
-    if not n_gt:
-        return {"AP": 0.0, "AP50": 0.0, "AP75": 0.0}
-    per_image.sort(key=lambda x: x[0])
-    cats = np.concatenate([x[1] for x in per_image]) if per_image else np.zeros(0, dtype=np.int64)
-    matched = np.concatenate([x[2] for x in per_image], axis=1) if per_image else np.zeros((10, 0), bool)
-    order = np.argsort(cats, kind="stable")  # by category, keeping (image, rank) order inside each
-    cats, matched = cats[order], matched[:, order]
-    bounds = np.searchsorted(cats, np.arange(len(codes) + 1))
+def _pair_iou(d: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """:func:`_iou` of box pairs ``d[i]``, ``g[i]`` (same arithmetic, so the same values)."""
+    dw, dh, gw, gh = d[:, 2] - d[:, 0], d[:, 3] - d[:, 1], g[:, 2] - g[:, 0], g[:, 3] - g[:, 1]
+    iw = np.minimum(d[:, 0] + dw, g[:, 0] + gw) - np.maximum(d[:, 0], g[:, 0])
+    ih = np.minimum(d[:, 1] + dh, g[:, 1] + gh) - np.maximum(d[:, 1], g[:, 1])
+    inter = np.where((iw > 0) & (ih > 0), iw * ih, 0.0)
+    union = dw * dh + gw * gh - inter
+    return np.divide(inter, union, out=np.zeros_like(inter), where=union > 0)
+
+
+class BoxAP:
+    """Box AP of many images, matched all at once: images are added one by one, :meth:`result` scores."""
+
+    def __init__(self) -> None:
+        self.codes: dict[str, int] = {}
+        self.image_ids: list[str] = []
+        self.g_cat: list[int] = []
+        self.g_img: list[int] = []
+        self.g_boxes: list[np.ndarray] = []
+        self.d_cat: list[int] = []
+        self.d_img: list[int] = []
+        self.d_boxes: list[np.ndarray] = []
+
+    def add(
+        self, image_id: str, gt_cats: list[str], gt_boxes: Any, det_cats: list[str], det_boxes: Any
+    ) -> None:
+        """One image: GT and detection categories and ``[x1, y1, x2, y2]`` boxes, detections in rank order."""
+        code, image = self.codes.setdefault, len(self.image_ids)
+        self.image_ids.append(str(image_id))
+        self.g_cat.extend([code(c, len(self.codes)) for c in gt_cats])
+        self.g_img.extend([image] * len(gt_cats))
+        self.g_boxes.append(np.asarray(gt_boxes, dtype=np.float64).reshape(-1, 4))
+        self.d_cat.extend([code(c, len(self.codes)) for c in det_cats])
+        self.d_img.extend([image] * len(det_cats))
+        self.d_boxes.append(np.asarray(det_boxes, dtype=np.float64).reshape(-1, 4))
+
+    def result(self) -> dict[str, float]:
+        """``{"AP", "AP50", "AP75"}`` (fractions)."""
+        if not self.g_cat:
+            return {"AP": 0.0, "AP50": 0.0, "AP75": 0.0}
+        n_cat = len(self.codes)
+        g_cat, g_img = np.array(self.g_cat, dtype=np.int64), np.array(self.g_img, dtype=np.int64)
+        d_cat, d_img = np.array(self.d_cat, dtype=np.int64), np.array(self.d_img, dtype=np.int64)
+        g_box, d_box = np.concatenate(self.g_boxes), np.concatenate(self.d_boxes)
+        n_gt = np.bincount(g_cat, minlength=n_cat)
+        # at most MAX_DETS per image and category: the first ones in rank order
+        key = d_img * n_cat + d_cat
+        order = np.argsort(key, kind="stable")
+        starts = np.r_[0, np.flatnonzero(np.diff(key[order])) + 1]
+        rank = np.empty(len(key), dtype=np.int64)
+        rank[order] = np.arange(len(key)) - np.repeat(starts, np.diff(np.r_[starts, len(key)]))
+        keep = rank < MAX_DETS
+        d_cat, d_img, d_box, key = d_cat[keep], d_img[keep], d_box[keep], key[keep]
+        # each detection against the GT boxes of its image and category
+        g_order = np.argsort(g_img * n_cat + g_cat, kind="stable")
+        g_key = (g_img * n_cat + g_cat)[g_order]
+        lo = np.searchsorted(g_key, key, "left")
+        count = np.searchsorted(g_key, key, "right") - lo
+        pd = np.repeat(np.arange(len(key)), count)
+        pg = g_order[np.repeat(lo, count) + np.arange(len(pd)) - np.repeat(np.cumsum(count) - count, count)]
+        ious = _pair_iou(d_box[pd], g_box[pg])
+        limits = np.minimum(THRESHOLDS, 1 - 1e-10)
+        best = np.full(len(key), -1.0)
+        np.maximum.at(best, pd, ious)
+        # no box wanted by two detections: each detection gets its best box whenever it qualifies
+        matched = best[None, :] >= limits[:, None]
+        wanted = np.bincount(pg[ious >= limits[0]], minlength=len(g_cat))
+        for image in np.unique(g_img[wanted > 1]).tolist():  # the others: greedy matching in rank order
+            dets, gts = np.flatnonzero(d_img == image), np.flatnonzero(g_img == image)
+            same = d_cat[dets][:, None] == g_cat[gts][None, :]
+            matched[:, dets] = _match(np.where(same, _iou(d_box[dets], g_box[gts]), -1.0))
+        position = np.empty(len(self.image_ids), dtype=np.int64)  # pycocotools sorts images by string id
+        position[sorted(range(len(self.image_ids)), key=self.image_ids.__getitem__)] = np.arange(
+            len(position)
+        )
+        order = np.lexsort((np.arange(len(d_cat)), position[d_img], d_cat))  # category, image, rank
+        return _average_precision(d_cat[order], matched[:, order], n_gt)
+
+
+def _average_precision(cats: np.ndarray, matched: np.ndarray, n_gt: np.ndarray) -> dict[str, float]:
+    """COCO precision at 101 recall points per threshold and category with ground truth, averaged."""
+    with_gt = np.flatnonzero(n_gt)
+    bounds = np.searchsorted(cats, np.arange(len(n_gt) + 1))
     eps = np.spacing(1)
-    precision = np.zeros((len(THRESHOLDS), len(RECALL_POINTS), len(n_gt)))
-    for k, cat in enumerate(sorted(n_gt)):
+    precision = np.zeros((len(THRESHOLDS), len(RECALL_POINTS), len(with_gt)))
+    for k, cat in enumerate(with_gt.tolist()):
         tps = matched[:, bounds[cat] : bounds[cat + 1]]
         if not tps.shape[1]:
             continue  # ground truth but no detection: precision 0 at every recall point
@@ -122,3 +171,16 @@ def box_ap(
         "AP50": float(precision[0].mean()),
         "AP75": float(precision[5].mean()),
     }
+
+
+def box_ap(
+    images: Iterable[tuple[str, list[tuple[str, Box]], list[tuple[str, Box]]]],
+) -> dict[str, float]:
+    """``{"AP", "AP50", "AP75"}`` (fractions) of ``(image_id, ground truth, detections)`` triples, where
+    both lists hold ``(category, [x1, y1, x2, y2])`` and detections are in rank order."""
+    acc = BoxAP()
+    for image_id, gts, dets in images:
+        acc.add(
+            image_id, [c for c, _ in gts], [b for _, b in gts], [c for c, _ in dets], [b for _, b in dets]
+        )
+    return acc.result()

@@ -46,7 +46,7 @@ import numpy as np
 
 from r1vision.tasks.fastjson import loads
 from r1vision.tasks.sgg import recall
-from r1vision.tasks.sgg.bbox_ap import box_ap
+from r1vision.tasks.sgg.bbox_ap import BoxAP
 from r1vision.tasks.sgg.categories import load_vocabulary, zero_shot_triplets
 from r1vision.tasks.sgg.labels import normalize_object, normalize_predicate
 from r1vision.tasks.sgg.parse import name_of
@@ -299,7 +299,7 @@ def evaluate_sgg(
     obj_label, pred_label = _Normalized(norm_o), _Normalized(norm_p)
     collect = _Collector(is_compat, preds_vocab, k_max)
     details: list[dict[str, Any]] = []
-    ap_images: list[tuple[str, list, list]] = []
+    ap = BoxAP()
     n_records = n_failed = 0
     for row in rows:
         image_id = str(row["image_id"])
@@ -325,8 +325,13 @@ def evaluate_sgg(
             if is_compat and pred.placeholder:  # R1-SGG keeps nothing of such an answer but its placeholder
                 pred = PredGraph(error=pred.error, placeholder=True)
         if record is not None or not is_compat:  # R1-SGG's COCO evaluator sees the predicted images only
-            ap_images.append((image_id, list(zip(gt_norm, boxes.tolist(), strict=True)),
-                              [(obj_label[n], b) for n, b in pred.objects]))  # fmt: skip
+            ap.add(
+                image_id,
+                gt_norm,
+                boxes,
+                [obj_label[n] for n, _ in pred.objects],
+                [b for _, b in pred.objects],
+            )
         if not rel_ids or (is_compat and (record is None or not (pred.triplets or pred.placeholder))):
             continue
         s_idx, o_idx = [index[s] for s, _, _ in rel_ids], [index[o] for _, _, o in rel_ids]
@@ -361,7 +366,7 @@ def evaluate_sgg(
             for k in ks:
                 detail[f"R@{k}"] = float(constrained[k][0][i])
         records.extend(details)
-    metrics.update(box_ap(ap_images))
+    metrics.update(ap.result())
     metrics["parse_failure_rate"] = n_failed / n_records if n_records else 0.0
     metrics["num_images"] = float(len(details))
     metrics.update(coverage)
