@@ -29,11 +29,11 @@ def _lsa_count(hit: np.ndarray, k: int) -> int:
 @pytest.mark.parametrize("seed", range(20))
 def test_first_recalled_is_a_maximum_matching_of_every_top_k(seed: int) -> None:
     rng = np.random.default_rng(seed)
-    hits, cand_image = [], []
+    hits, gt_group = [], []
     for image in range(3):
         hit = rng.random((int(rng.integers(1, 12)), int(rng.integers(1, 8)))) < 0.35
         hits.append(hit)
-        cand_image += [image] * hit.shape[0]
+        gt_group += [image] * hit.shape[1]
     pairs_c, pairs_g, n_c, n_g = [], [], 0, 0
     for hit in hits:
         c, g = np.nonzero(hit)
@@ -42,7 +42,7 @@ def test_first_recalled_is_a_maximum_matching_of_every_top_k(seed: int) -> None:
         n_c, n_g = n_c + hit.shape[0], n_g + hit.shape[1]
     rank = np.concatenate([np.arange(h.shape[0]) for h in hits])
     first = recall.first_recalled(
-        n_g, np.concatenate(pairs_c), np.concatenate(pairs_g), rank, np.array(cand_image), exclusive=True
+        n_g, np.concatenate(pairs_c), np.concatenate(pairs_g), rank, np.array(gt_group), exclusive=True
     )
     start = 0
     for hit in hits:

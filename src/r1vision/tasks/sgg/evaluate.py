@@ -181,8 +181,9 @@ class _Collector:
         gt_image = np.array(self.gt_image, dtype=np.int64)
         n_trip = max(len(self.triplets), 1)
         cand_image = np.array(self.cand_image, dtype=np.int64)
+        gt_key = gt_image * n_trip + gt_trip
         ci, gi = recall.hit_pairs(
-            gt_image * n_trip + gt_trip,
+            gt_key,
             np.concatenate(self.gt_boxes) if self.gt_boxes else np.zeros((0, 8)),
             cand_image * n_trip + np.array(self.cand_triplet, dtype=np.int64),
             np.concatenate(self.cand_boxes) if self.cand_boxes else np.zeros((0, 8)),
@@ -191,7 +192,7 @@ class _Collector:
         out = []
         for ranks in (self.cand_c, self.cand_ng):
             first = recall.first_recalled(
-                len(gt_trip), ci, gi, np.array(ranks, dtype=np.int64), cand_image, not self.compat
+                len(gt_trip), ci, gi, np.array(ranks, dtype=np.int64), gt_key, not self.compat
             )
             out.append(recall.recall_tables(
                 first, gt_image, self.n_images, trip_pred[gt_trip], trip_zs[gt_trip], ks

@@ -104,30 +104,24 @@ def _matched_first(rank: np.ndarray, gt: np.ndarray) -> dict[int, int]:
 
 
 def first_recalled(
-    n_gt: int,
-    cand: np.ndarray,
-    gt: np.ndarray,
-    rank: np.ndarray,
-    cand_image: np.ndarray,
-    exclusive: bool,
+    n_gt: int, cand: np.ndarray, gt: np.ndarray, rank: np.ndarray, gt_group: np.ndarray, exclusive: bool
 ) -> np.ndarray:
     """Per GT relation, the 0-based rank of the candidate from which on it is recalled (NOT_RECALLED if
-    never). ``cand``/``gt``: the hit pairs; ``rank``: per candidate, its rank in this ranking or -1."""
+    never). ``cand``/``gt``: the hit pairs; ``rank``: per candidate, its rank in this ranking or -1;
+    ``gt_group``: per GT relation, its (image, label triplet) key (every hit stays inside one group)."""
     keep = rank[cand] >= 0
     cand, gt = cand[keep], gt[keep]
     r = rank[cand]
     first = np.full(n_gt, NOT_RECALLED, dtype=np.int64)
     np.minimum.at(first, gt, r)
     if exclusive and len(cand):
-        multi = np.bincount(cand, minlength=len(rank)) > 1
-        if multi.any():  # these images need a matching: a candidate hits two GT relations there
-            images = np.unique(cand_image[np.flatnonzero(multi)])
-            sel = np.flatnonzero(np.isin(cand_image[cand], images))
-            img = cand_image[cand[sel]]
-            sel = sel[np.argsort(img, kind="stable")]
-            img = cand_image[cand[sel]]
+        multi = np.bincount(cand, minlength=len(rank))[cand] > 1
+        if multi.any():  # groups where a candidate hits two GT relations need a matching
+            groups = np.unique(gt_group[gt[multi]])
+            sel = np.flatnonzero(np.isin(gt_group[gt], groups))
+            sel = sel[np.argsort(gt_group[gt[sel]], kind="stable")]
             first[gt[sel]] = NOT_RECALLED
-            bounds = np.flatnonzero(np.diff(img)) + 1
+            bounds = np.flatnonzero(np.diff(gt_group[gt[sel]])) + 1
             for part in np.split(sel, bounds):
                 for g, k in _matched_first(r[part], gt[part]).items():
                     first[g] = k
