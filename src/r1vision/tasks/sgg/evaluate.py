@@ -109,30 +109,40 @@ class _Collector:
         self.n_images = 0
         self.gt_image: list[int] = []
         self.gt_triplet: list[int] = []
-        self.gt_boxes: list[np.ndarray] = []  # per image, n x 8
+        self.gt_objects: list[np.ndarray] = []  # per image, its objects' boxes (n x 4)
+        self.n_objects = 0
+        self.gt_subject: list[int] = []  # per GT relation, its subject's row in the objects of all images
+        self.gt_object: list[int] = []
         self.cand_image: list[int] = []
         self.cand_triplet: list[int] = []
         self.cand_ng: list[int] = []  # rank without graph constraint, -1: beyond K
         self.cand_c: list[int] = []  # rank with graph constraint, -1: not in that ranking
-        self.cand_boxes: list[np.ndarray] = []  # per image, n x 8
+        self.cand_boxes: list[np.ndarray] = []  # per image, 2n x 4 (subject box, object box, ...)
 
-    def add_gt(self, trips: list[tuple[str, str, str]], boxes: np.ndarray, s_idx: list, o_idx: list) -> None:
-        code = self.triplets.setdefault
-        self.gt_triplet.extend([code(t, len(self.triplets)) for t in trips])
-        self.gt_image.extend([self.n_images] * len(trips))
-        self.gt_boxes.append(np.concatenate([boxes[s_idx], boxes[o_idx]], axis=1))
+    def add_gt(self, labels: list[str], boxes: np.ndarray, relations: list, pred: _Normalized) -> None:
+        """The image's GT relations: ``relations`` are (subject row, predicate, object row) into ``labels``
+        (normalised object labels) and ``boxes``."""
+        code, codes, base = self.triplets.setdefault, self.triplets, self.n_objects
+        self.gt_triplet.extend([code((labels[s], pred[p], labels[o]), len(codes)) for s, p, o in relations])
+        self.gt_subject.extend([base + s for s, _, _ in relations])
+        self.gt_object.extend([base + o for _, _, o in relations])
+        self.gt_image.extend([self.n_images] * len(relations))
+        self.gt_objects.append(boxes)
+        self.n_objects += len(boxes)
 
     def add_candidates(self, triplets: list, obj: _Normalized, pred: _Normalized) -> None:
         """Rank the image's predicted triplets (see module docstring) and keep those whose label triplet
         occurs in some GT (no other can hit)."""
         codes, k_max = self.triplets, self.k_max
-        kept: list[tuple[int, int, int, list[float]]] = []  # triplet code, ng rank, constrained rank, boxes
+        kept: list[tuple[int, int, int]] = []  # triplet code, ng rank, constrained rank
+        boxes: list = []  # subject and object box of each kept candidate
         if self.compat:
             emitted = [(obj[s], sb, obj[o], ob, pred[p]) for s, sb, o, ob, p, _, _ in triplets[:k_max]]
             for rank, (s, sb, o, ob, p) in enumerate(emitted):
                 t = codes.get((s, p, o))
                 if t is not None:
-                    kept.append((t, rank, rank, [*sb, *ob]))
+                    kept.append((t, rank, rank))
+                    boxes += (sb, ob)
             # Motifs ranks the zero-score predicates of each emitted pair after all emitted ones
             fill = ((s, sb, o, ob, q) for s, sb, o, ob, p in emitted for q in self.fill_predicates if q != p)
             for rank, (s, sb, o, ob, q) in enumerate(
@@ -140,7 +150,8 @@ class _Collector:
             ):
                 t = codes.get((s, q, o))
                 if t is not None:
-                    kept.append((t, rank, -1, [*sb, *ob]))
+                    kept.append((t, rank, -1))
+                    boxes += (sb, ob)
         else:
             seen: set[tuple[str, str, str]] = set()
             pairs: set[tuple[str, str]] = set()
@@ -159,15 +170,16 @@ class _Collector:
                     n_pos += 1
                 t = codes.get((obj[s], p, obj[o]))
                 if t is not None and (rank < k_max or pos >= 0):
-                    kept.append((t, rank if rank < k_max else -1, pos, [*sb, *ob]))
+                    kept.append((t, rank if rank < k_max else -1, pos))
+                    boxes += (sb, ob)
                 rank += 1
         if kept:
-            trip, ng, c, boxes = zip(*kept, strict=True)
+            trip, ng, c = zip(*kept, strict=True)
             self.cand_triplet.extend(trip)
             self.cand_ng.extend(ng)
             self.cand_c.extend(c)
             self.cand_image.extend([self.n_images] * len(kept))
-            self.cand_boxes.append(np.array(boxes, dtype=np.float64).reshape(-1, 8))
+            self.cand_boxes.append(np.array(boxes, dtype=np.float64).reshape(-1, 4))
         self.n_images += 1
 
     def tables(self, zero_shot: set, ks: Sequence[int]) -> tuple[dict, dict, list[str], list[int]]:
@@ -182,11 +194,12 @@ class _Collector:
         n_trip = max(len(self.triplets), 1)
         cand_image = np.array(self.cand_image, dtype=np.int64)
         gt_key = gt_image * n_trip + gt_trip
+        objects = np.concatenate(self.gt_objects) if self.gt_objects else np.zeros((0, 4))
         ci, gi = recall.hit_pairs(
             gt_key,
-            np.concatenate(self.gt_boxes) if self.gt_boxes else np.zeros((0, 8)),
+            np.concatenate([objects[self.gt_subject], objects[self.gt_object]], axis=1),
             cand_image * n_trip + np.array(self.cand_triplet, dtype=np.int64),
-            np.concatenate(self.cand_boxes) if self.cand_boxes else np.zeros((0, 8)),
+            np.concatenate(self.cand_boxes).reshape(-1, 8) if self.cand_boxes else np.zeros((0, 8)),
             self.compat,
         )
         out = []
@@ -298,6 +311,7 @@ def evaluate_sgg(
     coverage = _coverage(rows, predictions)
     k_max = max(ks)
     obj_label, pred_label = _Normalized(norm_o), _Normalized(norm_p)
+    gt_label = _Normalized(lambda obj_id: obj_label[name_of(obj_id)])  # by GT object id
     collect = _Collector(is_compat, preds_vocab, k_max)
     details: list[dict[str, Any]] = []
     ap = BoxAP()
@@ -305,11 +319,11 @@ def evaluate_sgg(
     for row in rows:
         image_id = str(row["image_id"])
         objs, rels = _decoded(row["objects"]), _decoded(row["relationships"])
-        gt_norm = [obj_label[name_of(str(o["id"]))] for o in objs]
+        ids = [str(o["id"]) for o in objs]
+        gt_norm = [gt_label[i] for i in ids]
         boxes = np.asarray([o["bbox"] for o in objs], dtype=np.float64).reshape(-1, 4)
-        index: dict[str, int] = {}
-        for i, o in enumerate(objs):
-            index.setdefault(str(o["id"]), i)  # a repeated GT id: the first object, as before
+        # a repeated GT id: the first object, as before (the dict keeps the last value written)
+        index = dict(zip(reversed(ids), range(len(ids) - 1, -1, -1)))  # noqa: B905
         rel_ids = [(str(r["subject"]), str(r["predicate"]), str(r["object"])) for r in rels]
         record = predictions.get(image_id)
         pred = PredGraph(error="missing")
@@ -335,9 +349,7 @@ def evaluate_sgg(
             )
         if not rel_ids or (is_compat and (record is None or not (pred.triplets or pred.placeholder))):
             continue
-        s_idx, o_idx = [index[s] for s, _, _ in rel_ids], [index[o] for _, _, o in rel_ids]
-        trips = [(gt_norm[i], pred_label[p], gt_norm[j]) for i, (_, p, _), j in zip(s_idx, rel_ids, o_idx)]  # noqa: B905
-        collect.add_gt(trips, boxes, s_idx, o_idx)
+        collect.add_gt(gt_norm, boxes, [(index[s], p, index[o]) for s, p, o in rel_ids], pred_label)
         collect.add_candidates(pred.triplets, obj_label, pred_label)
         details.append({"image_id": image_id, "error": pred.error, "num_gt": len(rel_ids),
                         "num_pred": len(pred.triplets)})  # fmt: skip
