@@ -27,6 +27,10 @@ Coverage: ``coverage`` is the share of GT images that have a prediction record. 
 match none of the GT ids are an error (a wrong ``--split`` or id field would otherwise score 0 quietly);
 partial coverage warns.
 
+All images are scored at once: the loop over images only decodes and ranks; hits, the matching and the
+per-image recalls are array operations over all of them (:mod:`recall`, :class:`bbox_ap.BoxAP`), with
+the same arithmetic as a per-image computation, so the metrics are the same to the last bit.
+
 All recalls are fractions in [0, 1]; :func:`format_table` prints percentages. zR is 0 when no evaluated
 image has a zero-shot GT relation.
 """
@@ -35,7 +39,6 @@ from __future__ import annotations
 
 import functools
 import gc
-import itertools
 import sys
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -144,14 +147,20 @@ class _Collector:
                     kept.append((t, rank, rank))
                     boxes += (sb, ob)
             # Motifs ranks the zero-score predicates of each emitted pair after all emitted ones
-            fill = ((s, sb, o, ob, q) for s, sb, o, ob, p in emitted for q in self.fill_predicates if q != p)
-            for rank, (s, sb, o, ob, q) in enumerate(
-                itertools.islice(fill, k_max - len(emitted)), len(emitted)
-            ):
-                t = codes.get((s, q, o))
-                if t is not None:
-                    kept.append((t, rank, -1))
-                    boxes += (sb, ob)
+            rank = len(emitted)
+            for s, sb, o, ob, p in emitted:
+                if rank >= k_max:
+                    break
+                for q in self.fill_predicates:
+                    if q == p:
+                        continue
+                    if rank >= k_max:
+                        break
+                    t = codes.get((s, q, o))
+                    if t is not None:
+                        kept.append((t, rank, -1))
+                        boxes += (sb, ob)
+                    rank += 1
         else:
             seen: set[tuple[str, str, str]] = set()
             pairs: set[tuple[str, str]] = set()
