@@ -11,7 +11,7 @@ gathered ``sgg_pred_results.json``), default and ``r1sgg`` modes:
 With ``--compare-src DIR`` (e.g. ``git archive <commit> src | tar -x -C /tmp/old``, then
 ``--compare-src /tmp/old/src``) every row also runs on that source tree, alternating with this one round by
 round; ``identical`` says whether both give exactly equal metrics (``==`` on every value). Times are the
-best of ``--rounds``.
+best of ``--rounds`` (wall also as the median: the machine may be shared).
 
     .venv/bin/python benchmarks/bench_sgg_eval.py [--images 5000] [--rounds 3] [--compare-src DIR]
 """
@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -140,6 +141,7 @@ def _best(runs: list[dict[str, dict]]) -> dict[str, dict]:
     for row in runs[0]:
         best[row] = {
             "wall": min(r[row]["wall"] for r in runs),
+            "median_wall": statistics.median(r[row]["wall"] for r in runs),
             "cpu": min(r[row]["cpu"] for r in runs),
             "rss": max((r[row]["rss"] for r in runs if r[row]["rss"] is not None), default=None),
             "metrics": runs[0][row]["metrics"],
@@ -177,21 +179,22 @@ def main() -> None:
     if a.compare_src:
         base = best["baseline"]
         print(f"baseline: {a.compare_src}")
-        print("| row | baseline wall s | wall s | ratio | baseline CPU s | CPU s | ratio | baseline RSS GiB | "
-              "RSS GiB | identical metrics |")  # fmt: skip
-        print("|---|---|---|---|---|---|---|---|---|---|")
+        print("| row | baseline wall s | wall s | ratio | median wall s (baseline, this) | baseline CPU s | CPU s | "
+              "ratio | baseline RSS GiB | RSS GiB | identical metrics |")  # fmt: skip
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
         for row, r in this.items():
             b = base[row]
             rss = f"{b['rss']:.2f} | {r['rss']:.2f}" if r["rss"] is not None else "| "
             same = "" if r["metrics"] is None else str(r["metrics"] == b["metrics"] and r["stable"])
-            print(f"| {row} | {b['wall']:.2f} | {r['wall']:.2f} | {b['wall'] / r['wall']:.2f}x | {b['cpu']:.2f} | "
-                  f"{r['cpu']:.2f} | {b['cpu'] / r['cpu']:.2f}x | {rss} | {same} |")  # fmt: skip
+            print(f"| {row} | {b['wall']:.2f} | {r['wall']:.2f} | {b['wall'] / r['wall']:.2f}x | "
+                  f"{b['median_wall']:.2f}, {r['median_wall']:.2f} | {b['cpu']:.2f} | {r['cpu']:.2f} | "
+                  f"{b['cpu'] / r['cpu']:.2f}x | {rss} | {same} |")  # fmt: skip
     else:
-        print("| row | wall s | CPU s | peak RSS GiB |")
-        print("|---|---|---|---|")
+        print("| row | wall s | median wall s | CPU s | peak RSS GiB |")
+        print("|---|---|---|---|---|")
         for row, r in this.items():
             rss = f"{r['rss']:.2f}" if r["rss"] is not None else ""
-            print(f"| {row} | {r['wall']:.2f} | {r['cpu']:.2f} | {rss} |")
+            print(f"| {row} | {r['wall']:.2f} | {r['median_wall']:.2f} | {r['cpu']:.2f} | {rss} |")
     for compat in ("default", "r1sgg"):
         m = this[f"eval core, {compat}"]["metrics"]
         print(f"{compat}: R@50 {m['R@50']:.4f}  mR@50 {m['mR@50']:.4f}  ngR@50 {m['ngR@50']:.4f}  "
