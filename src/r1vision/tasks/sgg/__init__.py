@@ -22,7 +22,7 @@ _REWARDS = frozenset(
 )  # fmt: skip
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     if name in _REWARDS:
         from r1vision.tasks.sgg import rewards
 
