@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from r1vision.tasks import fastjson
 from r1vision.tasks.sgg.boxes import BoxFrame, pairwise_iou_giou, pairwise_l1
 from r1vision.tasks.sgg.labels import Similarity, similarity_matrix
 from r1vision.tasks.sgg.parse import name_of
@@ -27,13 +27,13 @@ class GTGraph:
 
 def _as_list(value: Any) -> list:
     if isinstance(value, str):
-        value = json.loads(value) if value.strip() else []
+        value = fastjson.loads(value) if value.strip() else []
     return list(value or [])
 
 
 @lru_cache(maxsize=8192)
 def _gt_from_json(objects: str, relationships: str) -> GTGraph:
-    return gt_graph(json.loads(objects or "[]"), json.loads(relationships or "[]"))
+    return gt_graph(fastjson.loads(objects or "[]"), fastjson.loads(relationships or "[]"))
 
 
 def gt_graph(objects: Any, relationships: Any) -> GTGraph:

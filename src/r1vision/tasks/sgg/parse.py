@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import NamedTuple
 
+from r1vision.tasks import fastjson
 from r1vision.tasks.common import completion_text
 
 MAX_TEXT_CHARS = 200_000  # longer completions are cut before parsing, bounding the work per completion
@@ -148,6 +149,15 @@ def _decode(content: str, issues: list[str]) -> tuple[dict | None, str | None]:
     start = content.find("{")
     if start < 0:
         return None, "no_json"
+    # Fast path, same result: when the rest (trailing whitespace aside) is one JSON document, raw_decode
+    # from the same "{" stops at the same closing brace with the same object, and only whitespace
+    # follows it, so there is no trailing text. Anything else takes the full path below.
+    try:
+        obj = fastjson.loads(content[start:].rstrip())
+    except (ValueError, RecursionError):
+        pass
+    else:
+        return (obj, None) if isinstance(obj, dict) else (None, "not_a_json_object")
     try:
         obj, end = _DECODER.raw_decode(content, start)
     except (ValueError, RecursionError):
