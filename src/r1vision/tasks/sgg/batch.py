@@ -95,9 +95,51 @@ def batch_geometry(scorer: SGGScorer, rows: list[tuple[int, ParseResult, Any]]) 
 
 def batch_scores(scorer: SGGScorer, rows: list[tuple[int, ParseResult, Any]]) -> dict[int, GraphScores]:
     """``{row index: GraphScores}`` for the rows :func:`_chunks` keeps (default label similarities only)."""
+    from r1vision.tasks.sgg.scorer import GraphScores  # the scorer imports this module
+
+    items: list[_Item] = []
+    node: list[float] = []
+    box: list[float] = []
+    parts: list[_Matched] = []
+    gt_base = pair_base = 0  # where each chunk's GT objects and object pairs start in the call's arrays
+    for chunk in _chunks(rows):
+        m = _chunk_matching(scorer, chunk)
+        items += chunk
+        node += m.node_sums
+        box += m.box_sums
+        parts.append(
+            m._replace(offsets=[gt_base + o for o in m.offsets], begins=[pair_base + b for b in m.begins])
+        )
+        gt_base += len(m.match)
+        pair_base += len(m.ok)
+    if not items:
+        return {}
+    # the relation scores of all rows: one join (its numpy calls cost once per call, not per chunk)
+    offsets = [o for m in parts for o in m.offsets]
+    begins = [b for m in parts for b in m.begins]
+    with_rels = [k for k, it in enumerate(items) if it.gt.n_rel and it.graph.relations and len(it.gt.rel_s)]
+    edges = relation_scores(
+        scorer._labels,
+        [items[k].graph for k in with_rels],
+        [items[k].gt for k in with_rels],
+        [offsets[k] for k in with_rels],
+        [begins[k] for k in with_rels],
+        np.concatenate([m.match for m in parts]),
+        np.concatenate([m.quality for m in parts]),
+        np.concatenate([m.ok for m in parts]),
+    )
+    soft_hard = dict(zip(with_rels, edges, strict=True))
     out: dict[int, GraphScores] = {}
-    for items in _chunks(rows):
-        out.update(_chunk_scores(scorer, items))
+    for k, it in enumerate(items):
+        node_k, box_k = _unit(node[k] / it.g), _unit(box[k] / it.g)
+        if not it.gt.n_rel:
+            flag = float(not it.graph.relations)
+            out[it.index] = GraphScores(node_k, box_k, flag, flag)
+        elif k in soft_hard:
+            soft, hard = soft_hard[k]
+            out[it.index] = GraphScores(node_k, box_k, _unit(soft / it.gt.n_rel), _unit(hard / it.gt.n_rel))
+        else:
+            out[it.index] = GraphScores(node_k, box_k, 0.0, 0.0)
     return out
 
 
@@ -146,66 +188,67 @@ def _pair_geometry(scorer: SGGScorer, items: list[_Item]) -> _Pairs:
         label_sim = np.where(same, 1.0, np.where(head, credit, 0.0))
     else:
         label_sim = same.astype(np.float64)
-    cost = scorer.w_label * (1.0 - label_sim) + scorer.w_giou * (1.0 - giou) + scorer.w_l1 * l1
-    if not np.isfinite(cost).all():  # nan_to_num leaves finite values alone: same as the per-row check
+    # w * x with w == 1.0 is x exactly: those products are skipped, the sums stay in the reference order
+    cost = _weighted(scorer.w_label, 1.0 - label_sim)
+    cost += _weighted(scorer.w_giou, 1.0 - giou)
+    cost += _weighted(scorer.w_l1, l1)
+    if not math.isfinite(cost.sum()):  # nan_to_num leaves finite values alone: same as the per-row check
         cost = np.nan_to_num(cost, nan=1e6, posinf=1e6)
     begins = (np.cumsum(cpg) - cpg).tolist()
     return _Pairs(label_sim, iou, l1, cost, same, begins)
 
 
-def _chunk_scores(scorer: SGGScorer, items: list[_Item]) -> dict[int, GraphScores]:
-    from r1vision.tasks.sgg.scorer import GraphScores  # the scorer imports this module
+def _weighted(weight: float, values: np.ndarray) -> np.ndarray:
+    return values if weight == 1.0 else weight * values
 
+
+class _Matched(NamedTuple):
+    """A chunk's Hungarian matching: per row the node/box sums; per GT object its matched predicted
+    object (-1: none) and that pair's quality; per object pair the hard score's label-and-IoU test."""
+
+    node_sums: list[float]
+    box_sums: list[float]
+    match: np.ndarray
+    quality: np.ndarray
+    ok: np.ndarray
+    offsets: list[int]  # where each row's GT objects start in ``match``/``quality``
+    begins: list[int]  # where each row's object pairs start in ``ok``
+
+
+def _chunk_matching(scorer: SGGScorer, items: list[_Item]) -> _Matched:
     pairs = _pair_geometry(scorer, items)
     # Hungarian matching per row; the matched pairs of all rows are then gathered in one go, in the
     # order linear_sum_assignment returns them (the order the reference loop adds them in)
-    flat_pairs, gt_slots, pred_of, offsets = [], [], [], []
+    pred_of, gt_of, offsets = [], [], []
     goff = 0
+    cost = pairs.cost
     for it, begin in zip(items, pairs.begins, strict=True):
-        r, c = linear_sum_assignment(pairs.cost[begin : begin + it.p * it.g].reshape(it.p, it.g))
-        flat_pairs.append(r * it.g + c + begin)
-        gt_slots.append(c + goff)
+        r, c = linear_sum_assignment(cost[begin : begin + it.p * it.g].reshape(it.p, it.g))
         pred_of.append(r)
+        gt_of.append(c)
         offsets.append(goff)
         goff += it.g
     lengths = [len(r) for r in pred_of]
-    matched = np.concatenate(flat_pairs)
+    r, c = np.concatenate(pred_of), np.concatenate(gt_of)
+    g = np.repeat(np.array([it.g for it in items]), lengths)
+    matched = r * g + c + np.repeat(np.array(pairs.begins), lengths)  # flat pair index of each match
+    slots = c + np.repeat(np.array(offsets), lengths)  # chunk-wide GT index of each match
     sim = pairs.label_sim.take(matched)
     exp = math.exp
     decay = np.array([exp(-d) for d in pairs.l1.take(matched).tolist()])
     a, b = scorer.box_iou_weight, scorer.box_l1_weight
     iou = pairs.iou.take(matched)
     term = 0.5 * (iou + decay) if a == b else (a * iou + b * decay) / (a + b)
-    node_sums = sequential_sums(sim, lengths).tolist()
-    box_sums = sequential_sums(term, lengths).tolist()
-    slots = np.concatenate(gt_slots)
-    match = np.full(goff, -1, dtype=np.int64)  # GT object (chunk-wide index) -> matched predicted object
-    match[slots] = np.concatenate(pred_of)
+    match = np.full(goff, -1, dtype=np.int64)
+    match[slots] = r
     quality = np.zeros(goff)
     quality[slots] = sim * term
-
-    ok = (pairs.iou >= scorer.iou_threshold) & pairs.same  # the hard score's per-pair condition
-    with_rels = [k for k, it in enumerate(items) if it.gt.n_rel and it.graph.relations and len(it.gt.rel_s)]
-    edges = relation_scores(
-        scorer._labels,
-        [items[k].graph for k in with_rels],
-        [items[k].gt for k in with_rels],
-        [offsets[k] for k in with_rels],
-        [pairs.begins[k] for k in with_rels],
+    return _Matched(
+        sequential_sums(sim, lengths).tolist(),
+        sequential_sums(term, lengths).tolist(),
         match,
         quality,
-        ok,
+        (pairs.iou >= scorer.iou_threshold) & pairs.same,
+        offsets,
+        pairs.begins,
     )
-    soft_hard = dict(zip(with_rels, edges, strict=True))
-    out: dict[int, GraphScores] = {}
-    for k, it in enumerate(items):
-        node, box = _unit(node_sums[k] / it.g), _unit(box_sums[k] / it.g)
-        if not it.gt.n_rel:
-            flag = float(not it.graph.relations)
-            out[it.index] = GraphScores(node, box, flag, flag)
-        elif k in soft_hard:
-            soft, hard = soft_hard[k]
-            out[it.index] = GraphScores(node, box, _unit(soft / it.gt.n_rel), _unit(hard / it.gt.n_rel))
-        else:
-            out[it.index] = GraphScores(node, box, 0.0, 0.0)
-    return out

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import lru_cache
+from itertools import chain
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -69,35 +70,37 @@ def head_key(label: str) -> str:
     return " " + (words[-1] if words else "") if label else ""
 
 
-Row = tuple[Any, Any, Any, Any, bool]  # objects, relationships, original size, image size, sized
-FrameOf = Callable[[Any, Any, bool, np.ndarray], "BoxFrame | None"]
+# objects, relationships, original size, image size, sized, a hashable key of the two sizes
+Row = tuple[Any, Any, Any, Any, bool, Any]
+FrameOf = Callable[[Any, Any, bool, np.ndarray, Any], "BoxFrame | None"]
 
 
 def convert_rows(rows: list[Row], frame_of: FrameOf, labels: dict[str, int]) -> list[RowTruth | Exception]:
     """The :class:`RowTruth` of each row, or the exception its columns raised (the caller reports it).
 
-    ``frame_of(original size, image size, sized, GT boxes)`` gives a row's frame (None: F1 without
-    sizes); ``labels`` is the scorer's label table, extended with the rows' labels.
+    ``frame_of(original size, image size, sized, GT boxes, size key)`` gives a row's frame (None: F1
+    without sizes); ``labels`` is the scorer's label table, extended with the rows' labels.
     """
     out: list[Any] = [None] * len(rows)
     graphs: list[tuple[int, GTGraph, BoxFrame | None]] = []
-    for k, (objects, relationships, orig, resized, sized) in enumerate(rows):
+    for k, (objects, relationships, orig, resized, sized, size_key) in enumerate(rows):
         try:
             gt = gt_graph(objects, relationships)
-            graphs.append((k, gt, frame_of(orig, resized, sized, gt.boxes)))
+            graphs.append((k, gt, frame_of(orig, resized, sized, gt.boxes, size_key)))
         except Exception as exc:  # odd columns: the per-row path raises it again and warns
             out[k] = exc
     boxes, scaled, area = _model_frame_boxes([(gt, frame) for _, gt, frame in graphs])
-    flat_norm = [normalize_object(x) for _, gt, _ in graphs for x in gt.names]
+    flat_norm = list(map(normalize_object, chain.from_iterable([gt.names for _, gt, _ in graphs])))
     name_codes = codes(labels, flat_norm)
-    head_codes = codes(labels, [head_key(x) for x in flat_norm])
-    begin = 0
-    for (k, gt, frame), b, s, a in zip(graphs, boxes, scaled, area, strict=True):
+    head_codes = codes(labels, list(map(head_key, flat_norm)))
+    known = [_known_relations(gt) for _, gt, _ in graphs]
+    pred_codes = codes(labels, list(map(predicate_key, chain.from_iterable([p for _, p, _ in known]))))
+    begin = rel_begin = 0
+    for (k, gt, frame), b, s, a, (rel_s, rel_p, rel_o) in zip(
+        graphs, boxes, scaled, area, known, strict=True
+    ):
         n = len(gt.ids)
-        end = begin + n
-        index = {gid: i for i, gid in enumerate(gt.ids)}
-        get = index.get
-        known = [(si, p, oi) for s_, p, o_ in gt.relations if (si := get(s_)) is not None and (oi := get(o_)) is not None]  # fmt: skip
+        end, rel_end = begin + n, rel_begin + len(rel_p)
         out[k] = RowTruth(
             frame,
             n,
@@ -105,19 +108,37 @@ def convert_rows(rows: list[Row], frame_of: FrameOf, labels: dict[str, int]) -> 
             tuple(flat_norm[begin:end]),
             b,
             s,
-            np.array([x[0] for x in known], dtype=np.int64),
-            np.array([x[2] for x in known], dtype=np.int64),
-            tuple([x[1] for x in known]),
+            np.array(rel_s, dtype=np.int64),
+            np.array(rel_o, dtype=np.int64),
+            rel_p,
             len(gt.relations),
             # only the F1 scores need it (they ask with sized=True)
-            frozenset((si, normalize_predicate(p), oi) for si, p, oi in known) if rows[k][4] else frozenset(),
+            frozenset(zip(rel_s, map(normalize_predicate, rel_p), rel_o, strict=True))
+            if rows[k][4]
+            else frozenset(),
             name_codes[begin:end],
             head_codes[begin:end],
-            codes(labels, [predicate_key(x[1]) for x in known]),
+            pred_codes[rel_begin:rel_end],
             a,
         )
-        begin = end
+        begin, rel_begin = end, rel_end
     return out
+
+
+def _known_relations(gt: GTGraph) -> tuple[tuple[int, ...], tuple[str, ...], tuple[int, ...]]:
+    """(subject indices, predicates, object indices) of the GT relations whose ids exist, in order."""
+    if not gt.relations:
+        return (), (), ()
+    get = dict(zip(gt.ids, range(len(gt.ids)), strict=True)).get  # a repeated id maps to its last index
+    subjects, predicates, objects = zip(*gt.relations, strict=True)
+    si, oi = tuple(map(get, subjects)), tuple(map(get, objects))
+    if None not in si and None not in oi:  # the usual case: every relation names known ids
+        return si, predicates, oi
+    kept = [(s, p, o) for s, p, o in zip(si, predicates, oi, strict=True) if s is not None and o is not None]
+    if not kept:
+        return (), (), ()
+    si, predicates, oi = zip(*kept, strict=True)
+    return si, predicates, oi
 
 
 def _model_frame_boxes(

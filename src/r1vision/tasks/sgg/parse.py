@@ -17,6 +17,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
+from operator import itemgetter
 from typing import NamedTuple
 
 from r1vision.tasks import fastjson
@@ -192,6 +193,7 @@ def _relation_fields(rel: object) -> tuple[str, str, str] | None:
     return s, p, o
 
 
+_SPO = itemgetter("subject", "predicate", "object")
 _NUMBER_TYPES = (int, float)
 _NUMBER_SET = frozenset(_NUMBER_TYPES)
 
@@ -282,7 +284,10 @@ def _build_graph(data: dict, issues: list[str]) -> tuple[SceneGraph | None, str 
     relations: list[SGRelation] = []
     for raw in raw_relations[:MAX_RELATIONS]:
         if type(raw) is dict:  # fast path for the taught shape
-            s, p, o = raw.get("subject"), raw.get("predicate"), raw.get("object")
+            try:
+                s, p, o = _SPO(raw)  # one C call for the three fields
+            except KeyError:
+                s = p = o = None
             if type(s) is str and type(p) is str and type(o) is str:
                 s, p, o = s.strip(), p.strip(), o.strip()
                 if s and p and o:

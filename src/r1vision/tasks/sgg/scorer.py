@@ -147,6 +147,7 @@ class SGGScorer:
         self._gt = _LRU(max(64, cache_size // 4))
         self._scores = _LRU(cache_size)
         self._f1 = _LRU(cache_size)
+        self._frames: dict[tuple, BoxFrame | None] = {}  # (sizes key, sized) -> frame
         # Codes of GT labels (names, " " + head nouns, "\0" + predicates: one table, no collisions);
         # predicted labels are looked up, and absent ones get -1, which equals no GT code.
         self._labels: dict[str, int] = {"": -2}
@@ -178,19 +179,31 @@ class SGGScorer:
             return BoxFrame("identity", extent, extent, extent, extent)
         return box_frame(self.model_family, orig, resized, self.min_pixels, self.max_pixels)
 
-    def _frame_of(self, orig: Any, resized: Any, sized: bool, gt_boxes: np.ndarray) -> BoxFrame | None:
+    def _frame_of(
+        self, orig: Any, resized: Any, sized: bool, gt_boxes: np.ndarray, size_key: Any
+    ) -> BoxFrame | None:
+        """A row's frame for :meth:`score` (``sized=False``) or :meth:`f1`; ``size_key`` keys a memo."""
+        hit = self._frames.get((size_key, sized), self._frames)
+        if hit is not self._frames:
+            return hit
         if sized:  # F1 needs real sizes: no identity fallback
             o, r = _size(orig), _size(resized)
             o = o or r
-            return box_frame(self.model_family, o, r, self.min_pixels, self.max_pixels) if o else None
-        return self.frame(orig, resized, gt_boxes)
+            frame = box_frame(self.model_family, o, r, self.min_pixels, self.max_pixels) if o else None
+        else:
+            frame = self.frame(orig, resized, gt_boxes)
+        if frame is None or frame.kind != "identity":  # an identity frame depends on the GT boxes
+            if len(self._frames) >= 4096:
+                self._frames.clear()
+            self._frames[size_key, sized] = frame
+        return frame
 
     def _ground_truth(
         self, objects: Any, relationships: Any, orig: Any, resized: Any, sized: bool
     ) -> RowTruth:
         """One row's ground truth in the model frame (cached by its columns); raises on odd columns."""
         key = (_key(objects), _key(relationships), _key(orig), _key(resized), sized)
-        value = self._ground_truths([key], [(objects, relationships, orig, resized, sized)])[0]
+        value = self._ground_truths([key], [(objects, relationships, orig, resized, sized, key[2:4])])[0]
         if isinstance(value, Exception):
             raise value
         return value
@@ -256,7 +269,7 @@ class SGGScorer:
             usable = [i for i, p in parsed if p.ok]  # the others score 0 on the per-row path
             gts = dict(
                 zip(usable, self._ground_truths([(*keys[i][1:], False) for i in usable],
-                                                [(*rows[i][1:], False) for i in usable]), strict=True)
+                                                [(*rows[i][1:], False, keys[i][3:]) for i in usable]), strict=True)
             )  # fmt: skip
             prepared = [(i, p, gts[i]) for i, p in parsed if p.ok]
             psim = self.predicate_sim
