@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from itertools import chain
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from r1vision.tasks.sgg.parse import ParseResult, SceneGraph
     from r1vision.tasks.sgg.scorer import GraphScores, SGGScorer
 
+_NAME, _BOX = itemgetter(1), itemgetter(2)  # fields of parse.SGObject
 _MAX_CELLS = 1 << 14  # pairs per batch: bounds the memory of a call (~2 MiB per float array)
 _MAX_ROW_CELLS = 1 << 14  # bigger rows (hundreds of objects) go through the per-row path
 
@@ -155,9 +157,8 @@ def _pair_geometry(scorer: SGGScorer, items: list[_Item]) -> _Pairs:
     pi = np.repeat(np.arange(len(g_per_pred)), g_per_pred)
     gi = np.arange(int(cpg.sum())) + np.repeat(np.repeat(np.cumsum(cg) - cg, cp) - block, g_per_pred)
     # a flat list of floats converts ~2x faster than a list of 4-tuples
-    pred = np.array(
-        list(chain.from_iterable([o.box for x in items for o in x.graph.objects])), dtype=np.float64
-    )
+    objects = list(chain.from_iterable([x.graph.objects for x in items]))
+    pred = np.array(list(chain.from_iterable(map(_BOX, objects))), dtype=np.float64)
     pred = pred.reshape(-1, 4)
     lim = np.repeat(np.array([[x.gt.frame.width, x.gt.frame.height] * 2 for x in items]), cp, axis=0)
     # BoxFrame.clip, then normalise; coordinates as contiguous rows (1-D takes are ~20x faster than 2-D)
@@ -178,12 +179,12 @@ def _pair_geometry(scorer: SGGScorer, items: list[_Item]) -> _Pairs:
     # numpy sums a length-4 axis left to right, as the loop implementation did
     l1 = np.abs(ax1 - bx1) + np.abs(ay1 - by1) + np.abs(ax2 - bx2) + np.abs(ay2 - by2)
 
-    flat = [normalize_object(o.name) for x in items for o in x.graph.objects]
+    flat = list(map(normalize_object, map(_NAME, objects)))
     labels = scorer._labels
     same = lookup(labels, flat).take(pi) == np.concatenate([x.gt.name_codes for x in items]).take(gi)
     credit = scorer.object_sim.head_credit
     if credit:
-        hp = lookup(labels, [head_key(s) for s in flat]).take(pi)
+        hp = lookup(labels, list(map(head_key, flat))).take(pi)
         head = (hp == np.concatenate([x.gt.head_codes for x in items]).take(gi)) & (hp >= 0)
         label_sim = np.where(same, 1.0, np.where(head, credit, 0.0))
     else:

@@ -46,15 +46,20 @@ class RowTruth(NamedTuple):
 
 
 def codes(table: dict[str, int], labels: list[str] | tuple[str, ...]) -> np.ndarray:
-    """Codes of ``labels`` in ``table``, adding the ones it lacks."""
-    setdefault = table.setdefault
-    return np.array([setdefault(x, len(table)) for x in labels], dtype=np.int64)
+    """Codes of ``labels`` in ``table``, adding the ones it lacks (numbered in order of appearance)."""
+    found = list(map(table.get, labels))  # a C loop; GT vocabularies are small, so new labels are rare
+    if None in found:
+        setdefault = table.setdefault
+        found = [setdefault(x, len(table)) if c is None else c for x, c in zip(labels, found, strict=True)]
+    return np.array(found, dtype=np.int64)
 
 
 def lookup(table: dict[str, int], labels: list[str]) -> np.ndarray:
     """Codes of ``labels`` in ``table``; -1 for the ones it lacks."""
-    get = table.get
-    return np.array([get(x, -1) for x in labels], dtype=np.int64)
+    found = list(map(table.get, labels))
+    if None in found:
+        found = [-1 if c is None else c for c in found]
+    return np.array(found, dtype=np.int64)
 
 
 @lru_cache(maxsize=65536)
@@ -95,6 +100,8 @@ def convert_rows(rows: list[Row], frame_of: FrameOf, labels: dict[str, int]) -> 
     head_codes = codes(labels, list(map(head_key, flat_norm)))
     known = [_known_relations(gt) for _, gt, _ in graphs]
     pred_codes = codes(labels, list(map(predicate_key, chain.from_iterable([p for _, p, _ in known]))))
+    all_s = np.array(list(chain.from_iterable([x[0] for x in known])), dtype=np.int64)
+    all_o = np.array(list(chain.from_iterable([x[2] for x in known])), dtype=np.int64)
     begin = rel_begin = 0
     for (k, gt, frame), b, s, a, (rel_s, rel_p, rel_o) in zip(
         graphs, boxes, scaled, area, known, strict=True
@@ -108,8 +115,8 @@ def convert_rows(rows: list[Row], frame_of: FrameOf, labels: dict[str, int]) -> 
             tuple(flat_norm[begin:end]),
             b,
             s,
-            np.array(rel_s, dtype=np.int64),
-            np.array(rel_o, dtype=np.int64),
+            all_s[rel_begin:rel_end],
+            all_o[rel_begin:rel_end],
             rel_p,
             len(gt.relations),
             # only the F1 scores need it (they ask with sized=True)

@@ -214,6 +214,7 @@ class SGGScorer:
         out: list[Any] = [self._gt.get(k) for k in keys]
         if len(self._labels) > 200_000 and None in out:  # GT vocabularies are small: this bounds a
             self._labels.clear()  # pathological one; cached rows hold codes of the old table
+            self._labels[""] = -2
             self._gt.clear()
             out = [None] * len(keys)
         todo: dict[tuple, list[int]] = {}
