@@ -115,6 +115,7 @@ def test_batched_relation_scores_equal_the_per_row_path(monkeypatch):
     rows = _dense_cases(120, 3)
     cols = [list(c) for c in zip(*rows, strict=True)]
     monkeypatch.setattr(batch, "_MAX_CELLS", 500)  # several chunks in one call
+    monkeypatch.setattr(batch, "_MAX_REL_PAIRS", 300)  # several relation joins, some rows alone
     for opts in ({}, {"iou_threshold": 0.3}, {"w_label": 1.0, "w_giou": 2.0, "w_l1": 5.0, "box_iou_weight": 2.0,
                  "box_l1_weight": 5.0}, {"object_similarity": LabelSimilarity(head_credit=0.0)}):  # fmt: skip
         with warnings.catch_warnings():
@@ -125,3 +126,28 @@ def test_batched_relation_scores_equal_the_per_row_path(monkeypatch):
         assert batched == expected
         assert any(s.edge > 0 for s in batched) and any(s.edge_hard > 0 for s in batched)
         assert any(0 < s.edge < 1 for s in batched) and any(s.edge == 0 and s.node > 0 for s in batched)
+
+
+def test_hostile_answer_sizes_score_as_the_per_row_path():
+    """Answers at the parser's caps (300 objects, 1000 relations, one predicate) in one call: the batch
+    (chunks, bounded relation joins) gives the per-row values."""
+    from r1vision.tasks.sgg.scorer import SGGScorer
+
+    gt_objs = [{"id": f"man.{k}", "bbox": [k, k, k + 50, k + 50]} for k in range(50)]
+    gt_rels = [
+        {"subject": f"man.{k}", "predicate": "near", "object": f"man.{(k * 7) % 50}"} for k in range(100)
+    ]
+    rows = []
+    for shift in (0, 3, 40):
+        objs = [{"id": f"man.{k}", "bbox": [k + shift, k, k + 50, k + 50]} for k in range(300)]
+        rels = [
+            {"subject": f"man.{k % 300}", "predicate": "near", "object": f"man.{(k * 13) % 300}"}
+            for k in range(1000)
+        ]
+        text = "<answer>" + json.dumps({"objects": objs, "relationships": rels}) + "</answer>"
+        rows.append((text, json.dumps(gt_objs), json.dumps(gt_rels), [[800, 800]], None))
+    cols = [list(c) for c in zip(*rows, strict=True)]
+    batched = SGGScorer("qwen2_vl").score_many(*cols)
+    row = SGGScorer("qwen2_vl")
+    assert batched == [row.score(*r) for r in rows]
+    assert batched[0].edge_hard > 0

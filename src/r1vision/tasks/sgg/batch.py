@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 _NAME, _BOX = itemgetter(1), itemgetter(2)  # fields of parse.SGObject
 _MAX_CELLS = 1 << 14  # pairs per batch: bounds the memory of a call (~2 MiB per float array)
 _MAX_ROW_CELLS = 1 << 14  # bigger rows (hundreds of objects) go through the per-row path
+_MAX_REL_PAIRS = 1 << 18  # (predicted x GT) relation pairs per relation join: bounds its memory
 
 
 class _Item(NamedTuple):
@@ -116,21 +117,24 @@ def batch_scores(scorer: SGGScorer, rows: list[tuple[int, ParseResult, Any]]) ->
         pair_base += len(m.ok)
     if not items:
         return {}
-    # the relation scores of all rows: one join (its numpy calls cost once per call, not per chunk)
+    # the relation scores: one join for many rows (its numpy calls cost once per group, not per row)
     offsets = [o for m in parts for o in m.offsets]
     begins = [b for m in parts for b in m.begins]
-    with_rels = [k for k, it in enumerate(items) if it.gt.n_rel and it.graph.relations and len(it.gt.rel_s)]
-    edges = relation_scores(
-        scorer._labels,
-        [items[k].graph for k in with_rels],
-        [items[k].gt for k in with_rels],
-        [offsets[k] for k in with_rels],
-        [begins[k] for k in with_rels],
-        np.concatenate([m.match for m in parts]),
-        np.concatenate([m.quality for m in parts]),
-        np.concatenate([m.ok for m in parts]),
-    )
-    soft_hard = dict(zip(with_rels, edges, strict=True))
+    match, quality = np.concatenate([m.match for m in parts]), np.concatenate([m.quality for m in parts])
+    ok = np.concatenate([m.ok for m in parts])
+    soft_hard: dict[int, tuple[float, float]] = {}
+    for group in _relation_groups(items):
+        edges = relation_scores(
+            scorer._labels,
+            [items[k].graph for k in group],
+            [items[k].gt for k in group],
+            [offsets[k] for k in group],
+            [begins[k] for k in group],
+            match,
+            quality,
+            ok,
+        )
+        soft_hard.update(zip(group, edges, strict=True))
     out: dict[int, GraphScores] = {}
     for k, it in enumerate(items):
         node_k, box_k = _unit(node[k] / it.g), _unit(box[k] / it.g)
@@ -201,6 +205,26 @@ def _pair_geometry(scorer: SGGScorer, items: list[_Item]) -> _Pairs:
 
 def _weighted(weight: float, values: np.ndarray) -> np.ndarray:
     return values if weight == 1.0 else weight * values
+
+
+def _relation_groups(items: list[_Item]) -> list[list[int]]:
+    """The rows that need relation scores, in groups of at most ``_MAX_REL_PAIRS`` (predicted x GT)
+    relation pairs, which bounds the join's candidate arrays (a bigger row alone, as the per-row path)."""
+    groups: list[list[int]] = []
+    group: list[int] = []
+    pairs = 0
+    for k, it in enumerate(items):
+        if not (it.gt.n_rel and it.graph.relations and len(it.gt.rel_s)):
+            continue
+        size = len(it.graph.relations) * len(it.gt.rel_s)
+        if group and pairs + size > _MAX_REL_PAIRS:
+            groups.append(group)
+            group, pairs = [], 0
+        group.append(k)
+        pairs += size
+    if group:
+        groups.append(group)
+    return groups
 
 
 class _Matched(NamedTuple):
