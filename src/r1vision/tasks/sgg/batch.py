@@ -3,8 +3,9 @@
 :meth:`SGGScorer.score_many` hands the rows of a call here, parsed and with their ground truth. For
 the rows with objects on both sides, the matching geometry (label similarity, IoU, L1 and cost of every
 predicted/GT pair) is one set of numpy calls on the pairs of all rows, each row's Hungarian matching is
-one ``linear_sum_assignment`` on its slice, and the relation scores of all rows come from one join of
-predicted and GT relations on (row, predicate) (:mod:`batch_relations`).
+one ``linear_sum_assignment`` on its slice, and the relation scores of many rows come from one join of
+predicted and GT relations on (row, predicate) (:mod:`batch_relations`). Chunks and joins are bounded in
+size, so memory stays bounded whatever the call holds.
 
 Values are bit-identical to the per-row reference :meth:`SGGScorer._score`: every array value is an
 elementwise function of one pair computed by the same IEEE operations, ``exp`` is Python's (numpy's

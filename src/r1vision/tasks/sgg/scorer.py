@@ -3,9 +3,11 @@
 Work shared by the rewards of one completion is done once: the completion is parsed once (cache keyed by
 its text), the ground truth of a row is converted to the model frame once (cache keyed by the columns),
 and each score set is cached per (text, row). Label comparisons run on integer codes of normalised labels
-and the relation scores are boolean matrices, so a 20-object / 30-relation answer costs a handful of
-numpy calls plus one ``linear_sum_assignment``. Summations keep the order of the straightforward loops,
-so values are bit-identical to them (``tests/test_sgg_reward_golden.py``).
+(:mod:`ground_truth`). :meth:`SGGScorer.score_many`, what the reward functions call, scores the new rows
+of a call together: their ground truth is converted in one go (:mod:`ground_truth`) and their matching
+and relation scores are flat array operations over all rows (:mod:`batch`); :meth:`SGGScorer._score` is
+the per-row reference they equal. Summations keep the order of the straightforward loops, so values are
+bit-identical to them (``tests/test_sgg_reward_golden.py``).
 
 Scores (all in [0, 1]; see :mod:`rewards` and :mod:`f1` for the definitions):
 
