@@ -275,3 +275,22 @@ def test_sft_local_script_trains_on_cpu(tmp_path, tiny_model, color_dir):
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     assert (out / "model.safetensors").exists() and (out / "distributed.json").exists()
+
+
+@pytest.mark.parametrize(("script", "command"), [("sft/sbatch.sh", "sft"), ("inference/sbatch.sh", "infer")])
+def test_sbatch_sft_and_infer_steps_request_resources(fake_slurm, script, command):
+    """One launch per node, and the srun step asks for the node's GPUs and CPUs (like the GRPO launchers)."""
+    env, log = fake_slurm
+    env["SLURM_CPUS_PER_TASK"] = "32"
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts" / script), "--model", "M", "--task", "sgg"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    launches = _calls(log, "accelerate")
+    assert [_flag(a, "--machine_rank") for a in launches] == ["0", "1", "2"]
+    for argv in launches:
+        assert argv[argv.index("r1vision.cli") + 1] == command
+    _srun_steps_request_resources(log, cpus="32")

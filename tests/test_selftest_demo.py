@@ -48,3 +48,14 @@ def test_demo_quick(tmp_path, capsys):
     drawings = sorted(p.name for p in (out / "drawings").glob("*.png"))
     assert len(drawings) == 6  # one row per split, three arms
     assert "held-out evaluation" in capsys.readouterr().out
+
+
+def test_selftest_servers_leave_the_gpu_to_training(monkeypatch):
+    """On a GPU the check's per-rank servers must not take vLLM's default 0.9 of the GPU they share."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    args = selftest._server_memory_args()
+    assert args[0] == "--gpu-memory-utilization" and float(args[1]) <= 0.3
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert selftest._server_memory_args() == []

@@ -202,7 +202,18 @@ def test_launchers_without_gpu_keep_relative_paths(tiny_model, color_dir, tmp_pa
 def test_torchrun_inference_splits_rows(tiny_model, color_dir, tmp_path):
     """Item 8: under `torchrun --nproc 2` on CPU both processes were rank 0 and wrote every row twice."""
     torchrun = Path(sys.executable).parent / "torchrun"
-    cmd = [str(torchrun), "--nproc_per_node", "2", "-m", "r1vision.cli", "infer", "--task", "color"]
+    # --standalone: a free rendezvous port, so concurrent test runs do not collide on torchrun's 29500
+    cmd = [
+        str(torchrun),
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "r1vision.cli",
+        "infer",
+        "--task",
+        "color",
+    ]
     cmd += ["--model", tiny_model("qwen2_vl"), "--dataset", str(color_dir), "--split", "test"]
     cmd += ["--out", str(tmp_path / "p"), "--max-new-tokens", "2"]
     proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)

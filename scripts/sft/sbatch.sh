@@ -10,11 +10,12 @@
 #
 #   sbatch --nodes=2 scripts/sft/sbatch.sh --model M --dataset D --task sgg --output_dir O
 #
-# Environment: GPUS_PER_NODE (8), ACCELERATE_CONFIG (multi_node.yaml; deepspeed_zero3.yaml for 24 GB
-# cards), MASTER_PORT (29500).
+# Environment: GPUS_PER_NODE (8), CPUS_PER_NODE (SLURM_CPUS_PER_TASK, else 64), ACCELERATE_CONFIG
+# (multi_node.yaml; deepspeed_zero3.yaml for 24 GB cards), MASTER_PORT (29500).
 set -euo pipefail
 ROOT="${SLURM_SUBMIT_DIR:-$(pwd)}"
 GPUS_PER_NODE="${GPUS_PER_NODE:-8}"
+CPUS_PER_NODE="${CPUS_PER_NODE:-${SLURM_CPUS_PER_TASK:-64}}"
 ACCELERATE_CONFIG="${ACCELERATE_CONFIG:-$ROOT/configs/accelerate/multi_node.yaml}"
 # Not `| head -n 1`: with pipefail, scontrol can die of SIGPIPE (exit 141) on large node lists.
 mapfile -t HOSTS < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
@@ -24,7 +25,9 @@ NNODES="$SLURM_NNODES"
 export MASTER_ADDR MASTER_PORT GPUS_PER_NODE ACCELERATE_CONFIG NNODES
 mkdir -p "$ROOT/logs"
 cd "$ROOT"
-srun --nodes="$NNODES" --ntasks-per-node=1 bash -c '
+# The step asks for the node's GPUs and CPUs explicitly: a step inherits neither on many Slurm versions.
+srun --nodes="$NNODES" --ntasks-per-node=1 --gpus-per-node="$GPUS_PER_NODE" \
+  --cpus-per-task="$CPUS_PER_NODE" bash -c '
   exec accelerate launch --config_file "$ACCELERATE_CONFIG" \
     --num_machines "$NNODES" --num_processes $((NNODES * GPUS_PER_NODE)) \
     --machine_rank "$SLURM_NODEID" --main_process_ip "$MASTER_ADDR" --main_process_port "$MASTER_PORT" \

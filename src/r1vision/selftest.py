@@ -83,7 +83,7 @@ def _servers(workdir: Path, model: Path, num_servers: int, budget_args: list[str
 
     base = _free_ports(num_servers)
     group = ServerGroup(str(model), num_servers=num_servers, base_port=base, log_dir=workdir / "logs")
-    group.server_args = budget_args
+    group.server_args = budget_args + _server_memory_args()
     group.start()
     try:
         group.wait_healthy(600)
@@ -91,6 +91,18 @@ def _servers(workdir: Path, model: Path, num_servers: int, budget_args: list[str
         group.stop()
         raise
     return group
+
+
+# Each server shares its GPU with a training rank of the check: the server's default share (0.9) would
+# leave the trainer ~10 %, so the tiny check model gets a small slice instead.
+SELFTEST_SERVER_GPU_SHARE = 0.2
+
+
+def _server_memory_args() -> list[str]:
+    """``--gpu-memory-utilization`` for the check's servers on a GPU machine (CPU vLLM ignores it)."""
+    import torch
+
+    return ["--gpu-memory-utilization", str(SELFTEST_SERVER_GPU_SHARE)] if torch.cuda.is_available() else []
 
 
 def _free_ports(n: int) -> int:
