@@ -260,9 +260,12 @@ class SGGScorer:
         """:meth:`score` of every row of one reward call; the new rows are scored together (:mod:`batch`)."""
         rows = list(zip(texts, objects, relationships, original_sizes, image_sizes, strict=True))
         keys = [(t, _key(o), _key(r), _key(a), _key(b)) for t, o, r, a, b in rows]
+        found = list(map(self._scores.get, keys))
+        if None not in found:  # the second and later rewards of a call: every row is scored already
+            return found
         todo: dict[tuple, int] = {}
         for i, key in enumerate(keys):
-            if key not in self._scores and key not in todo:
+            if found[i] is None and key not in todo:
                 todo[key] = i
         geo: dict[int, tuple] = {}
         if todo and type(self.object_sim) is LabelSimilarity and self.object_sim._norm is normalize_object:
@@ -281,7 +284,10 @@ class SGGScorer:
                     self._scores.put(keys[i], value)
             else:
                 geo = batch.batch_geometry(self, prepared)
-        return [self._score_keyed(keys[i], *row, geo.get(i)) for i, row in enumerate(rows)]
+        return [
+            value if value is not None else self._score_keyed(keys[i], *rows[i], geo.get(i))
+            for i, value in enumerate(found)
+        ]
 
     def _score_keyed(
         self, key: tuple, text: str, objects: Any, relationships: Any, orig: Any, resized: Any, geo: Any
