@@ -83,3 +83,21 @@ def test_random_documents_equal_json() -> None:
     for _ in range(500):
         text = json.dumps(value(0), ensure_ascii=rng.random() < 0.5)
         assert _same(loads(text), json.loads(text)), text
+
+
+def test_long_digit_runs_are_found_as_the_regex_finds_them() -> None:
+    """The byte-translation check says what ``re.search("[0-9]{19}")`` says (ASCII digits are what JSON
+    numbers use), on str with any characters, lone surrogates included, and on bytes."""
+    import re
+
+    from r1vision.tasks.fastjson import _has_long_digit_run
+
+    rng = random.Random(1)
+    alphabet = "0123456789" * 6 + ' .-e,[]{}"é\u0661\ud800'
+    for _ in range(2000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 60)))
+        expected = re.search("[0-9]{19}", text) is not None
+        assert _has_long_digit_run(text) == expected, text
+        raw = text.encode("utf-8", "surrogatepass")
+        assert _has_long_digit_run(raw) == expected, text
+    assert _has_long_digit_run("[" + "1" * 19 + "]") and not _has_long_digit_run("[" + "1" * 18 + "]")
