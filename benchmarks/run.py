@@ -24,7 +24,7 @@ HERE = Path(__file__).resolve().parent
 
 # name -> (script, full args, quick args). The demo row uses seeds 20-22: seeds 0, 1 and 10 chose its split.
 BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
-    "trainer_overhead": ("bench_trainer_overhead.py", ["--steps", "6", "--rounds", "3"], ["--steps", "2", "--rounds", "1"]),
+    "trainer_overhead": ("bench_trainer_overhead.py", ["--steps", "8", "--rounds", "8"], ["--steps", "2", "--rounds", "1"]),
     "sgg_rewards": ("bench_sgg_rewards.py", ["--n", "200"], ["--n", "40"]),
     "sgg_eval": ("bench_sgg_eval.py", ["--images", "5000"], ["--images", "300"]),
     "geometry_verify": ("bench_geometry_verify.py", ["--seconds", "1.0", "--rounds", "2"], ["--seconds", "0.3", "--rounds", "1"]),

@@ -101,7 +101,11 @@ def test_token_level_check_counts_per_sample(tiny_model, tmp_path):
     pad = trainer._image_pad_token_id
     grid = torch.tensor([[1, 4, 4], [1, 4, 4]])  # 16 patches / merge 2x2 = 4 tokens each
     trainer._check_placeholders([[1, pad, pad, pad, pad, 2], [pad] * 4], [[object()], [object()]], grid)
+    ids_as_tensors = [torch.tensor([1, pad, pad, pad, pad, 2]), torch.tensor([pad] * 4)]
+    trainer._check_placeholders(ids_as_tensors, [[object()], [object()]], grid)
     with pytest.raises(
         ImagePlaceholderMismatchError, match=r"row 1 id='b'.*3 image placeholder tokens.*4 image"
     ):
         trainer._check_placeholders([[pad] * 4, [pad] * 3], [[object()], [object()]], grid)
+    with pytest.raises(ImagePlaceholderMismatchError, match=r"row 0 id='a'.*5 image placeholder tokens"):
+        trainer._check_placeholders([torch.tensor([pad] * 5), [pad] * 4], [[object()], [object()]], grid)

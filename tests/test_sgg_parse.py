@@ -138,3 +138,55 @@ def test_mutated_answers_never_raise_and_keep_only_real_objects(cut, insert, pos
             assert rel.subject in ids and rel.object in ids
         if not insert:
             assert all(known.get(o.id) == o.box for o in r.graph.objects)
+
+
+def test_whole_document_decode_gives_what_the_raw_decode_path_gives(monkeypatch):
+    """_decode first tries one fastjson decode of the rest of the answer; whatever it accepts or refuses,
+    the ParseResult equals the one of the raw_decode path alone (issues, errors and graph)."""
+    from r1vision.tasks.sgg import parse
+
+    body = json.dumps(GRAPH)
+    texts = [
+        ANSWER,
+        "<answer>" + body + "  \n\t</answer>",
+        "<answer>" + body + "\u00a0\u2028\x0b</answer>",  # whitespace to str.strip, not to JSON
+        "<answer>" + body + " trailing</answer>",
+        "<answer>" + body + body + "</answer>",
+        "<answer>note { " + body + "</answer>",
+        "<answer>[" + body + "]</answer>",
+        "<answer>" + body.replace("10, 20", "NaN, Infinity") + "</answer>",
+        "<answer>" + body.replace("10, 20", "1" * 25 + ", 20") + "</answer>",
+        "<answer>" + body.replace("10, 20", "1e400, 20") + "</answer>",
+        "<answer>" + body.replace("man.1", "man\\ud800.1") + "</answer>",
+        "<answer>" + body[:-30] + "</answer>",
+        "<answer>" + "[" * 5000 + "</answer>",
+        "<answer>" + '{"objects": ' + "[" * 3000 + "]" * 3000 + "}</answer>",
+        '<answer>{"objects": [], "relationships": []}\n</answer>',
+        "```json\n" + body + "\n```",
+    ]
+    fast = [parse_scene_graph(t) for t in texts]
+
+    def refuse(text):
+        raise ValueError("forced slow path")
+
+    monkeypatch.setattr(parse.fastjson, "loads", refuse)
+    for text, result in zip(texts, fast, strict=True):
+        assert result == parse_scene_graph(text), text[:80]
+
+
+def test_integer_boxes_are_checked_as_floats():
+    """Integer boxes: overflow is non-finite, inversion is judged on the floats, bools are not numbers."""
+
+    def issues(box) -> list[str]:
+        text = json.dumps({"objects": [{"id": "a.1", "bbox": box}], "relationships": []})
+        return parse_scene_graph("<answer>" + text + "</answer>").issues
+
+    assert issues([1, 2, 3, 4]) == []
+    assert issues([10**400, 2, 3, 4]) == ["non_finite_box"]
+    assert issues([2**53 + 1, 0, 2**53, 1]) == []  # equal as floats, as the float path compares them
+    assert issues([3, 2, 1, 4]) == ["inverted_box"]
+    assert issues([True, 2, 3, 4]) == ["non_numeric_box"]
+    box = parse_scene_graph(
+        "<answer>" + json.dumps({"objects": [{"id": "a.1", "bbox": [1, 2, 3, 4]}]}) + "</answer>"
+    )
+    assert all(type(v) is float for v in box.graph.objects[0].box)

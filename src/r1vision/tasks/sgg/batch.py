@@ -1,67 +1,160 @@
-"""The matching geometry of all rows of one reward call as a few padded array operations.
+"""The soft scores of all rows of one reward call as a few flat array operations.
 
-:meth:`SGGScorer.score_many` hands the rows of a call here; each row's label similarity, IoU, L1 and
-matching cost come out of one set of numpy calls on a (rows x P x G) batch instead of ~30 calls per
-row. Every value is an elementwise function of one (predicted, GT) pair computed by the same operations
-as :meth:`SGGScorer._geometry_of`, so the slices are bit-identical to the per-row matrices; the padding
-is cut away before matching.
+:meth:`SGGScorer.score_many` hands the rows of a call here, parsed and with their ground truth. For
+the rows with objects on both sides, the matching geometry (label similarity, IoU, L1 and cost of every
+predicted/GT pair) is one set of numpy calls on the pairs of all rows, each row's Hungarian matching is
+one ``linear_sum_assignment`` on its slice, and the relation scores of many rows come from one join of
+predicted and GT relations on (row, predicate) (:mod:`batch_relations`). Chunks and joins are bounded in
+size, so memory stays bounded whatever the call holds.
+
+Values are bit-identical to the per-row reference :meth:`SGGScorer._score`: every array value is an
+elementwise function of one pair computed by the same IEEE operations, ``exp`` is Python's (numpy's
+differs in the last bit for some inputs), and sums are added left to right as its loops add them
+(``numpy.sum`` is pairwise; ``cumsum`` along a row is sequential).
 """
 
 from __future__ import annotations
 
+import math
 from itertools import chain
-from typing import TYPE_CHECKING, Any
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
+from scipy.optimize import linear_sum_assignment
 
+from r1vision.tasks.common import unit as _unit
+from r1vision.tasks.sgg.batch_relations import relation_scores, sequential_sums
+from r1vision.tasks.sgg.ground_truth import RowTruth, head_key, lookup
 from r1vision.tasks.sgg.labels import normalize_object
-from r1vision.tasks.sgg.scorer import _head_key, _lookup
 
 if TYPE_CHECKING:
-    from r1vision.tasks.sgg.scorer import SGGScorer
+    from r1vision.tasks.sgg.parse import ParseResult, SceneGraph
+    from r1vision.tasks.sgg.scorer import GraphScores, SGGScorer
 
+_NAME, _BOX = itemgetter(1), itemgetter(2)  # fields of parse.SGObject
 _MAX_CELLS = 1 << 14  # pairs per batch: bounds the memory of a call (~2 MiB per float array)
 _MAX_ROW_CELLS = 1 << 14  # bigger rows (hundreds of objects) go through the per-row path
+_MAX_REL_PAIRS = 1 << 18  # (predicted x GT) relation pairs per relation join: bounds its memory
 
 
-def batch_geometry(scorer: SGGScorer, rows: list[tuple[int, tuple]]) -> dict[int, tuple]:
-    """``{row index: (label_sim, iou, l1, cost)}`` for the rows that have objects on both sides.
+class _Item(NamedTuple):
+    g: int  # GT objects
+    p: int  # predicted objects
+    index: int  # the row's index in the call
+    graph: SceneGraph
+    gt: RowTruth
 
-    ``rows`` are ``(index, (text, objects, relationships, original_size, image_size))``. Rows that cannot
-    be batched (unusable answer, odd columns, empty or huge graphs) are left out: the per-row path
-    scores them and reports their problems.
+
+class _Pairs(NamedTuple):
+    """Flat per-pair arrays of a chunk (pred-major within a row) and where each row's block begins."""
+
+    label_sim: np.ndarray
+    iou: np.ndarray
+    l1: np.ndarray
+    cost: np.ndarray
+    same: np.ndarray  # equal normalised labels
+    begins: list[int]
+
+
+def _chunks(rows: list[tuple[int, ParseResult, Any]]) -> list[list[_Item]]:
+    """The rows with objects on both sides, in chunks of at most ``_MAX_CELLS`` pairs (a bigger row alone).
+
+    Rows left out (unusable answer, odd columns, empty or huge graphs) are scored by the per-row path,
+    which also reports their problems.
     """
-    items = []
-    for i, (text, objects, relationships, orig, resized) in rows:
-        try:
-            parsed = scorer.parse(text)
-            if not parsed.ok or not parsed.graph.objects:
-                continue
-            gt = scorer._ground_truth(objects, relationships, orig, resized, sized=False)
-        except Exception:  # the per-row path raises again and warns
+    chunks: list[list[_Item]] = []
+    chunk: list[_Item] = []
+    cells = 0
+    for i, parsed, gt in rows:
+        if not parsed.ok or isinstance(gt, Exception):
             continue
         p, g = len(parsed.graph.objects), gt.n
-        if g and p * g <= _MAX_ROW_CELLS:
-            items.append((g, p, i, parsed.graph, gt))
-    out: dict[int, tuple] = {}
-    chunk: list[tuple] = []
-    cells = 0
-    for item in items:
-        if chunk and cells + item[0] * item[1] > _MAX_CELLS:
-            out.update(_chunk(scorer, chunk))
+        if not (p and g and p * g <= _MAX_ROW_CELLS):
+            continue
+        if chunk and cells + p * g > _MAX_CELLS:
+            chunks.append(chunk)
             chunk, cells = [], 0
-        chunk.append(item)
-        cells += item[0] * item[1]
+        chunk.append(_Item(g, p, i, parsed.graph, gt))
+        cells += p * g
     if chunk:
-        out.update(_chunk(scorer, chunk))
+        chunks.append(chunk)
+    return chunks
+
+
+def batch_geometry(scorer: SGGScorer, rows: list[tuple[int, ParseResult, Any]]) -> dict[int, tuple]:
+    """``{row index: (label_sim, iou, l1, cost)}`` (P x G each) for the rows :func:`_chunks` keeps.
+
+    ``rows`` are ``(index, parse result, ground truth or the exception its columns raised)``.
+    """
+    out: dict[int, tuple] = {}
+    for items in _chunks(rows):
+        pairs = _pair_geometry(scorer, items)
+        for it, begin in zip(items, pairs.begins, strict=True):
+            cut = slice(begin, begin + it.p * it.g)
+            shape = (it.p, it.g)
+            out[it.index] = tuple(a[cut].reshape(shape) for a in pairs[:4])
     return out
 
 
-def _chunk(scorer: SGGScorer, items: list[tuple]) -> dict[int, tuple]:
+def batch_scores(scorer: SGGScorer, rows: list[tuple[int, ParseResult, Any]]) -> dict[int, GraphScores]:
+    """``{row index: GraphScores}`` for the rows :func:`_chunks` keeps (default label similarities only)."""
+    from r1vision.tasks.sgg.scorer import GraphScores  # the scorer imports this module
+
+    items: list[_Item] = []
+    node: list[float] = []
+    box: list[float] = []
+    parts: list[_Matched] = []
+    gt_base = pair_base = 0  # where each chunk's GT objects and object pairs start in the call's arrays
+    for chunk in _chunks(rows):
+        m = _chunk_matching(scorer, chunk)
+        items += chunk
+        node += m.node_sums
+        box += m.box_sums
+        parts.append(
+            m._replace(offsets=[gt_base + o for o in m.offsets], begins=[pair_base + b for b in m.begins])
+        )
+        gt_base += len(m.match)
+        pair_base += len(m.ok)
+    if not items:
+        return {}
+    # the relation scores: one join for many rows (its numpy calls cost once per group, not per row)
+    offsets = [o for m in parts for o in m.offsets]
+    begins = [b for m in parts for b in m.begins]
+    match, quality = np.concatenate([m.match for m in parts]), np.concatenate([m.quality for m in parts])
+    ok = np.concatenate([m.ok for m in parts])
+    soft_hard: dict[int, tuple[float, float]] = {}
+    for group in _relation_groups(items):
+        edges = relation_scores(
+            scorer._labels,
+            [items[k].graph for k in group],
+            [items[k].gt for k in group],
+            [offsets[k] for k in group],
+            [begins[k] for k in group],
+            match,
+            quality,
+            ok,
+        )
+        soft_hard.update(zip(group, edges, strict=True))
+    out: dict[int, GraphScores] = {}
+    for k, it in enumerate(items):
+        node_k, box_k = _unit(node[k] / it.g), _unit(box[k] / it.g)
+        if not it.gt.n_rel:
+            flag = float(not it.graph.relations)
+            out[it.index] = GraphScores(node_k, box_k, flag, flag)
+        elif k in soft_hard:
+            soft, hard = soft_hard[k]
+            out[it.index] = GraphScores(node_k, box_k, _unit(soft / it.gt.n_rel), _unit(hard / it.gt.n_rel))
+        else:
+            out[it.index] = GraphScores(node_k, box_k, 0.0, 0.0)
+    return out
+
+
+def _pair_geometry(scorer: SGGScorer, items: list[_Item]) -> _Pairs:
     # One flat entry per (predicted, GT) pair of every row, pred-major within a row: long 1-D arrays keep
     # numpy's per-call overhead and its short inner loops (x/y pairs, 20 columns) out of the hot path.
-    cp = np.array([x[1] for x in items])
-    cg = np.array([x[0] for x in items])
+    cp = np.array([x.p for x in items])
+    cg = np.array([x.g for x in items])
     cpg = cp * cg
     # pair k of predicted object j (a block of g pairs): pred j, GT offset_of_row + k - block start
     g_per_pred = np.repeat(cg, cp)
@@ -69,16 +162,17 @@ def _chunk(scorer: SGGScorer, items: list[tuple]) -> dict[int, tuple]:
     pi = np.repeat(np.arange(len(g_per_pred)), g_per_pred)
     gi = np.arange(int(cpg.sum())) + np.repeat(np.repeat(np.cumsum(cg) - cg, cp) - block, g_per_pred)
     # a flat list of floats converts ~2x faster than a list of 4-tuples
-    pred = np.array(list(chain.from_iterable([o.box for x in items for o in x[3].objects])), dtype=np.float64)
+    objects = list(chain.from_iterable([x.graph.objects for x in items]))
+    pred = np.array(list(chain.from_iterable(map(_BOX, objects))), dtype=np.float64)
     pred = pred.reshape(-1, 4)
-    lim = np.repeat(np.array([[x[4].frame.width, x[4].frame.height] * 2 for x in items]), cp, axis=0)
+    lim = np.repeat(np.array([[x.gt.frame.width, x.gt.frame.height] * 2 for x in items]), cp, axis=0)
     # BoxFrame.clip, then normalise; coordinates as contiguous rows (1-D takes are ~20x faster than 2-D)
     pred = np.ascontiguousarray((np.minimum(np.maximum(pred, 0.0), lim) / lim).T)
     ax1, ay1, ax2, ay2 = (pred[k].take(pi) for k in range(4))
     area_a = ((pred[2] - pred[0]) * (pred[3] - pred[1])).take(pi)
-    gts = np.ascontiguousarray(np.concatenate([x[4].scaled for x in items]).T)
+    gts = np.ascontiguousarray(np.concatenate([x.gt.scaled for x in items]).T)
     bx1, by1, bx2, by2 = (gts[k].take(gi) for k in range(4))
-    area_b = np.concatenate([x[4].area for x in items]).take(gi)
+    area_b = np.concatenate([x.gt.area for x in items]).take(gi)
     # the operations of scorer._geometry, in the same order (identical values)
     inter = np.maximum(np.minimum(ax2, bx2) - np.maximum(ax1, bx1), 0.0) * np.maximum(
         np.minimum(ay2, by2) - np.maximum(ay1, by1), 0.0
@@ -90,30 +184,97 @@ def _chunk(scorer: SGGScorer, items: list[tuple]) -> dict[int, tuple]:
     # numpy sums a length-4 axis left to right, as the loop implementation did
     l1 = np.abs(ax1 - bx1) + np.abs(ay1 - by1) + np.abs(ax2 - bx2) + np.abs(ay2 - by2)
 
-    flat = [normalize_object(o.name) for x in items for o in x[3].objects]
+    flat = list(map(normalize_object, map(_NAME, objects)))
     labels = scorer._labels
-    pc = _lookup(labels, flat)
-    same = pc.take(pi) == np.concatenate([x[4].name_codes for x in items]).take(gi)
+    same = lookup(labels, flat).take(pi) == np.concatenate([x.gt.name_codes for x in items]).take(gi)
     credit = scorer.object_sim.head_credit
     if credit:
-        hp = _lookup(labels, [_head_key(s) for s in flat]).take(pi)
-        head = (hp == np.concatenate([x[4].head_codes for x in items]).take(gi)) & (hp >= 0)
+        hp = lookup(labels, list(map(head_key, flat))).take(pi)
+        head = (hp == np.concatenate([x.gt.head_codes for x in items]).take(gi)) & (hp >= 0)
         label_sim = np.where(same, 1.0, np.where(head, credit, 0.0))
     else:
         label_sim = same.astype(np.float64)
-    cost = scorer.w_label * (1.0 - label_sim) + scorer.w_giou * (1.0 - giou) + scorer.w_l1 * l1
-    if not np.isfinite(cost).all():  # nan_to_num leaves finite values alone: same as the per-row check
+    # w * x with w == 1.0 is x exactly: those products are skipped, the sums stay in the reference order
+    cost = _weighted(scorer.w_label, 1.0 - label_sim)
+    cost += _weighted(scorer.w_giou, 1.0 - giou)
+    cost += _weighted(scorer.w_l1, l1)
+    if not math.isfinite(cost.sum()):  # nan_to_num leaves finite values alone: same as the per-row check
         cost = np.nan_to_num(cost, nan=1e6, posinf=1e6)
-    out: dict[int, Any] = {}
-    ends = np.cumsum(cpg).tolist()
-    begin = 0
-    for (g, p, i, _graph, _gt), end in zip(items, ends, strict=True):
-        shape = (p, g)
-        out[i] = (
-            label_sim[begin:end].reshape(shape),
-            iou[begin:end].reshape(shape),
-            l1[begin:end].reshape(shape),
-            cost[begin:end].reshape(shape),
-        )
-        begin = end
-    return out
+    begins = (np.cumsum(cpg) - cpg).tolist()
+    return _Pairs(label_sim, iou, l1, cost, same, begins)
+
+
+def _weighted(weight: float, values: np.ndarray) -> np.ndarray:
+    return values if weight == 1.0 else weight * values
+
+
+def _relation_groups(items: list[_Item]) -> list[list[int]]:
+    """The rows that need relation scores, in groups of at most ``_MAX_REL_PAIRS`` (predicted x GT)
+    relation pairs, which bounds the join's candidate arrays (a bigger row alone, as the per-row path)."""
+    groups: list[list[int]] = []
+    group: list[int] = []
+    pairs = 0
+    for k, it in enumerate(items):
+        if not (it.gt.n_rel and it.graph.relations and len(it.gt.rel_s)):
+            continue
+        size = len(it.graph.relations) * len(it.gt.rel_s)
+        if group and pairs + size > _MAX_REL_PAIRS:
+            groups.append(group)
+            group, pairs = [], 0
+        group.append(k)
+        pairs += size
+    if group:
+        groups.append(group)
+    return groups
+
+
+class _Matched(NamedTuple):
+    """A chunk's Hungarian matching: per row the node/box sums; per GT object its matched predicted
+    object (-1: none) and that pair's quality; per object pair the hard score's label-and-IoU test."""
+
+    node_sums: list[float]
+    box_sums: list[float]
+    match: np.ndarray
+    quality: np.ndarray
+    ok: np.ndarray
+    offsets: list[int]  # where each row's GT objects start in ``match``/``quality``
+    begins: list[int]  # where each row's object pairs start in ``ok``
+
+
+def _chunk_matching(scorer: SGGScorer, items: list[_Item]) -> _Matched:
+    pairs = _pair_geometry(scorer, items)
+    # Hungarian matching per row; the matched pairs of all rows are then gathered in one go, in the
+    # order linear_sum_assignment returns them (the order the reference loop adds them in)
+    pred_of, gt_of, offsets = [], [], []
+    goff = 0
+    cost = pairs.cost
+    for it, begin in zip(items, pairs.begins, strict=True):
+        r, c = linear_sum_assignment(cost[begin : begin + it.p * it.g].reshape(it.p, it.g))
+        pred_of.append(r)
+        gt_of.append(c)
+        offsets.append(goff)
+        goff += it.g
+    lengths = [len(r) for r in pred_of]
+    r, c = np.concatenate(pred_of), np.concatenate(gt_of)
+    g = np.repeat(np.array([it.g for it in items]), lengths)
+    matched = r * g + c + np.repeat(np.array(pairs.begins), lengths)  # flat pair index of each match
+    slots = c + np.repeat(np.array(offsets), lengths)  # chunk-wide GT index of each match
+    sim = pairs.label_sim.take(matched)
+    exp = math.exp
+    decay = np.array([exp(-d) for d in pairs.l1.take(matched).tolist()])
+    a, b = scorer.box_iou_weight, scorer.box_l1_weight
+    iou = pairs.iou.take(matched)
+    term = 0.5 * (iou + decay) if a == b else (a * iou + b * decay) / (a + b)
+    match = np.full(goff, -1, dtype=np.int64)
+    match[slots] = r
+    quality = np.zeros(goff)
+    quality[slots] = sim * term
+    return _Matched(
+        sequential_sums(sim, lengths).tolist(),
+        sequential_sums(term, lengths).tolist(),
+        match,
+        quality,
+        (pairs.iou >= scorer.iou_threshold) & pairs.same,
+        offsets,
+        pairs.begins,
+    )

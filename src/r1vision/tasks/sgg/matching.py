@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import chain
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from r1vision.tasks import fastjson
 from r1vision.tasks.sgg.boxes import BoxFrame, pairwise_iou_giou, pairwise_l1
 from r1vision.tasks.sgg.labels import Similarity, similarity_matrix
 from r1vision.tasks.sgg.parse import name_of
@@ -27,13 +29,16 @@ class GTGraph:
 
 def _as_list(value: Any) -> list:
     if isinstance(value, str):
-        value = json.loads(value) if value.strip() else []
+        value = fastjson.loads(value) if value.strip() else []
     return list(value or [])
+
+
+_ID, _BBOX, _SPO = itemgetter("id"), itemgetter("bbox"), itemgetter("subject", "predicate", "object")
 
 
 @lru_cache(maxsize=8192)
 def _gt_from_json(objects: str, relationships: str) -> GTGraph:
-    return gt_graph(json.loads(objects or "[]"), json.loads(relationships or "[]"))
+    return gt_graph(fastjson.loads(objects or "[]"), fastjson.loads(relationships or "[]"))
 
 
 def gt_graph(objects: Any, relationships: Any) -> GTGraph:
@@ -42,11 +47,13 @@ def gt_graph(objects: Any, relationships: Any) -> GTGraph:
         return _gt_from_json(objects, relationships or "[]")
     objs = _as_list(objects)
     rels = _as_list(relationships)
-    # list comprehensions, not generators: this runs once per GT row in every reward call
-    ids = tuple([str(o["id"]) for o in objs])
-    boxes = np.asarray([o["bbox"] for o in objs], dtype=np.float64).reshape(-1, 4)
-    triplets = tuple([(str(r["subject"]), str(r["predicate"]), str(r["object"])) for r in rels])
-    return GTGraph(ids, tuple([name_of(i) for i in ids]), boxes, triplets)
+    # C-level maps, not Python loops: this runs once per GT row in every reward call
+    ids = tuple(map(str, map(_ID, objs)))
+    boxes = np.asarray(list(map(_BBOX, objs)), dtype=np.float64).reshape(-1, 4)
+    triplets = tuple(map(_SPO, rels))
+    if set(map(type, chain.from_iterable(triplets))) - {str}:  # str() only where it changes something
+        triplets = tuple([(str(s), str(p), str(o)) for s, p, o in triplets])
+    return GTGraph(ids, tuple(map(name_of, ids)), boxes, triplets)
 
 
 @dataclass

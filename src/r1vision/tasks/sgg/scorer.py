@@ -3,9 +3,11 @@
 Work shared by the rewards of one completion is done once: the completion is parsed once (cache keyed by
 its text), the ground truth of a row is converted to the model frame once (cache keyed by the columns),
 and each score set is cached per (text, row). Label comparisons run on integer codes of normalised labels
-and the relation scores are boolean matrices, so a 20-object / 30-relation answer costs a handful of
-numpy calls plus one ``linear_sum_assignment``. Summations keep the order of the straightforward loops,
-so values are bit-identical to them (``tests/test_sgg_reward_golden.py``).
+(:mod:`ground_truth`). :meth:`SGGScorer.score_many`, what the reward functions call, scores the new rows
+of a call together: their ground truth is converted in one go (:mod:`ground_truth`) and their matching
+and relation scores are flat array operations over all rows (:mod:`batch`); :meth:`SGGScorer._score` is
+the per-row reference they equal. Summations keep the order of the straightforward loops, so values are
+bit-identical to them (``tests/test_sgg_reward_golden.py``).
 
 Scores (all in [0, 1]; see :mod:`rewards` and :mod:`f1` for the definitions):
 
@@ -19,7 +21,6 @@ import math
 import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,8 @@ from scipy.optimize import linear_sum_assignment
 
 from r1vision.tasks.common import unit as _unit
 from r1vision.tasks.sgg.boxes import BoxFrame, box_frame
+from r1vision.tasks.sgg.ground_truth import RowTruth, convert_rows, head_key, lookup, predicate_key
+from r1vision.tasks.sgg.ground_truth import codes as _codes
 from r1vision.tasks.sgg.labels import LabelSimilarity, Similarity, normalize_object, normalize_predicate
 from r1vision.tasks.sgg.matching import gt_graph
 from r1vision.tasks.sgg.parse import ParseResult, parse_scene_graph
@@ -78,16 +81,6 @@ def _f1(tp: int, n_pred: int, n_gt: int) -> float:
     return 1.0 if n_pred + n_gt == 0 else 2.0 * tp / (n_pred + n_gt)
 
 
-def _codes(table: dict[str, int], labels: list[str] | tuple[str, ...]) -> np.ndarray:
-    setdefault = table.setdefault
-    return np.array([setdefault(x, len(table)) for x in labels], dtype=np.int64)
-
-
-def _lookup(table: dict[str, int], labels: list[str]) -> np.ndarray:
-    get = table.get
-    return np.array([get(x, -1) for x in labels], dtype=np.int64)
-
-
 def _geometry(a: np.ndarray, b: np.ndarray, area_b: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
     """IoU, GIoU and L1 matrices of boxes ``a`` (P x 4) and ``b`` (G x 4), or of batches (B x P x 4, B x G x 4).
 
@@ -109,44 +102,6 @@ def _geometry(a: np.ndarray, b: np.ndarray, area_b: np.ndarray | None = None) ->
     giou = iou - (hull - union) / np.where(hull > 0, hull, np.inf)
     l1 = np.abs(a[..., :, None, :] - b[..., None, :, :]).sum(-1)
     return iou, giou, l1
-
-
-def _head(label: str) -> str:
-    words = label.split()
-    return words[-1] if words else ""
-
-
-@lru_cache(maxsize=65536)
-def _predicate_key(label: str) -> str:
-    """The label-table key of a predicate (``"\\0"`` + its normalised form)."""
-    return "\0" + normalize_predicate(label)
-
-
-@lru_cache(maxsize=65536)
-def _head_key(label: str) -> str:
-    """The label-table key of a normalised label's head noun (``" " + head``; ``""`` for no label)."""
-    return " " + _head(label) if label else ""
-
-
-@dataclass(frozen=True)
-class _GT:
-    """Ground truth of one row in the model frame, with everything the scores need precomputed."""
-
-    frame: BoxFrame | None
-    n: int
-    names: tuple[str, ...]
-    norm: tuple[str, ...]  # normalize_object of the names
-    boxes: np.ndarray  # model-frame boxes (G x 4)
-    scaled: np.ndarray  # boxes / frame extent (for IoU/GIoU/L1)
-    rel_s: np.ndarray  # GT relations whose ids exist: subject index, object index, raw predicate
-    rel_o: np.ndarray
-    rel_p: tuple[str, ...]
-    n_rel: int  # all GT relations, including ones naming unknown ids (they count in the denominator)
-    f1_rels: frozenset  # {(s, normalised predicate, o)} for F1
-    name_codes: np.ndarray  # codes of ``norm`` in the scorer's GT label table
-    head_codes: np.ndarray  # codes of their head nouns (last word)
-    pred_codes: np.ndarray  # codes of the normalised predicates of the known relations
-    area: np.ndarray  # areas of ``scaled``
 
 
 class _LRU(OrderedDict):
@@ -194,6 +149,7 @@ class SGGScorer:
         self._gt = _LRU(max(64, cache_size // 4))
         self._scores = _LRU(cache_size)
         self._f1 = _LRU(cache_size)
+        self._frames: dict[tuple, BoxFrame | None] = {}  # (sizes key, sized) -> frame
         # Codes of GT labels (names, " " + head nouns, "\0" + predicates: one table, no collisions);
         # predicted labels are looked up, and absent ones get -1, which equals no GT code.
         self._labels: dict[str, int] = {"": -2}
@@ -225,68 +181,67 @@ class SGGScorer:
             return BoxFrame("identity", extent, extent, extent, extent)
         return box_frame(self.model_family, orig, resized, self.min_pixels, self.max_pixels)
 
-    def _ground_truth(self, objects: Any, relationships: Any, orig: Any, resized: Any, sized: bool) -> _GT:
-        key = (_key(objects), _key(relationships), _key(orig), _key(resized), sized)
-        hit = self._gt.get(key)
-        if hit is not None:
+    def _frame_of(
+        self, orig: Any, resized: Any, sized: bool, gt_boxes: np.ndarray, size_key: Any
+    ) -> BoxFrame | None:
+        """A row's frame for :meth:`score` (``sized=False``) or :meth:`f1`; ``size_key`` keys a memo."""
+        hit = self._frames.get((size_key, sized), self._frames)
+        if hit is not self._frames:
             return hit
-        gt = gt_graph(objects, relationships)
         if sized:  # F1 needs real sizes: no identity fallback
             o, r = _size(orig), _size(resized)
             o = o or r
             frame = box_frame(self.model_family, o, r, self.min_pixels, self.max_pixels) if o else None
         else:
-            frame = self.frame(orig, resized, gt.boxes)
-        n = len(gt.ids)
-        boxes = np.zeros((n, 4))
-        scaled = boxes
-        if frame is not None and n:
-            # BoxFrame.to_model, vectorised: same products, same half-to-even rounding, same clipping.
-            scale = np.array([frame.sx, frame.sy, frame.sx, frame.sy])
-            lim = np.array([frame.width, frame.height, frame.width, frame.height])
-            boxes = np.minimum(np.maximum(np.round(gt.boxes * scale), 0), lim)
-            scaled = boxes / lim
-        index = {gid: i for i, gid in enumerate(gt.ids)}
-        get = index.get
-        known = [
-            (si, p, oi)
-            for s, p, o in gt.relations
-            if (si := get(s)) is not None and (oi := get(o)) is not None
-        ]
-        norm = tuple([normalize_object(x) for x in gt.names])
-        if len(self._labels) > 200_000:  # GT vocabularies are small; this only bounds a pathological one
-            self._labels.clear()
-            self._gt.clear()
-        value = _GT(
-            frame=frame,
-            n=n,
-            names=gt.names,
-            norm=norm,
-            boxes=boxes,
-            scaled=scaled,
-            rel_s=np.array([k[0] for k in known], dtype=np.int64),
-            rel_o=np.array([k[2] for k in known], dtype=np.int64),
-            rel_p=tuple([k[1] for k in known]),
-            n_rel=len(gt.relations),
-            # only the F1 scores need it (they ask with sized=True)
-            f1_rels=frozenset((s, normalize_predicate(p), o) for s, p, o in known) if sized else frozenset(),
-            name_codes=_codes(self._labels, norm),
-            head_codes=_codes(self._labels, [_head_key(x) for x in norm]),
-            pred_codes=_codes(self._labels, [_predicate_key(k[1]) for k in known]),
-            area=(scaled[:, 2] - scaled[:, 0]) * (scaled[:, 3] - scaled[:, 1]),
-        )
-        return self._gt.put(key, value)
+            frame = self.frame(orig, resized, gt_boxes)
+        if frame is None or frame.kind != "identity":  # an identity frame depends on the GT boxes
+            if len(self._frames) >= 4096:
+                self._frames.clear()
+            self._frames[size_key, sized] = frame
+        return frame
 
-    def _label_sim(self, pred_names: list[str], pred_norm: list[str], gt: _GT) -> np.ndarray:
+    def _ground_truth(
+        self, objects: Any, relationships: Any, orig: Any, resized: Any, sized: bool
+    ) -> RowTruth:
+        """One row's ground truth in the model frame (cached by its columns); raises on odd columns."""
+        key = (_key(objects), _key(relationships), _key(orig), _key(resized), sized)
+        value = self._ground_truths([key], [(objects, relationships, orig, resized, sized, key[2:4])])[0]
+        if isinstance(value, Exception):
+            raise value
+        return value
+
+    def _ground_truths(self, keys: list[tuple], rows: list[tuple]) -> list[RowTruth | Exception]:
+        """The ground truth of each row (cached by ``keys``; the new ones converted together), or the
+        exception its columns raised."""
+        out: list[Any] = [self._gt.get(k) for k in keys]
+        if len(self._labels) > 200_000 and None in out:  # GT vocabularies are small: this bounds a
+            self._labels.clear()  # pathological one; cached rows hold codes of the old table
+            self._labels[""] = -2
+            self._gt.clear()
+            out = [None] * len(keys)
+        todo: dict[tuple, list[int]] = {}
+        for i, value in enumerate(out):
+            if value is None:
+                todo.setdefault(keys[i], []).append(i)
+        if todo:
+            new = convert_rows([rows[ix[0]] for ix in todo.values()], self._frame_of, self._labels)
+            for (key, ix), value in zip(todo.items(), new, strict=True):
+                if not isinstance(value, Exception):
+                    self._gt.put(key, value)
+                for i in ix:
+                    out[i] = value
+        return out
+
+    def _label_sim(self, pred_names: list[str], pred_norm: list[str], gt: RowTruth) -> np.ndarray:
         sim = self.object_sim
         if type(sim) is not LabelSimilarity or sim._norm is not normalize_object:
             from r1vision.tasks.sgg.labels import similarity_matrix
 
             return similarity_matrix(pred_names, list(gt.names), sim)
-        same = _lookup(self._labels, pred_norm)[:, None] == gt.name_codes[None, :]
+        same = lookup(self._labels, pred_norm)[:, None] == gt.name_codes[None, :]
         if not sim.head_credit:
             return same.astype(np.float64)
-        hp = _lookup(self._labels, [_head_key(x) for x in pred_norm])
+        hp = lookup(self._labels, [head_key(x) for x in pred_norm])
         head = (hp[:, None] == gt.head_codes[None, :]) & (hp[:, None] >= 0)
         return np.where(same, 1.0, np.where(head, sim.head_credit, 0.0))
 
@@ -302,16 +257,37 @@ class SGGScorer:
     def score_many(
         self, texts: list[str], objects: list, relationships: list, original_sizes: list, image_sizes: list
     ) -> list[GraphScores]:
-        """:meth:`score` of every row of one reward call; the matching geometry of all rows is one batch."""
+        """:meth:`score` of every row of one reward call; the new rows are scored together (:mod:`batch`)."""
         rows = list(zip(texts, objects, relationships, original_sizes, image_sizes, strict=True))
         keys = [(t, _key(o), _key(r), _key(a), _key(b)) for t, o, r, a, b in rows]
+        found = list(map(self._scores.get, keys))
+        if None not in found:  # the second and later rewards of a call: every row is scored already
+            return found
+        todo: dict[tuple, int] = {}
+        for i, key in enumerate(keys):
+            if found[i] is None and key not in todo:
+                todo[key] = i
         geo: dict[int, tuple] = {}
-        if type(self.object_sim) is LabelSimilarity and self.object_sim._norm is normalize_object:
-            from r1vision.tasks.sgg.batch import batch_geometry  # it builds on this module's helpers
+        if todo and type(self.object_sim) is LabelSimilarity and self.object_sim._norm is normalize_object:
+            from r1vision.tasks.sgg import batch  # it builds on this module's helpers
 
-            todo = [i for i, key in enumerate(keys) if key not in self._scores]
-            geo = batch_geometry(self, [(i, rows[i]) for i in todo])
-        return [self._score_keyed(keys[i], *row, geo.get(i)) for i, row in enumerate(rows)]
+            parsed = [(i, self.parse(rows[i][0])) for i in todo.values()]
+            usable = [i for i, p in parsed if p.ok]  # the others score 0 on the per-row path
+            gts = dict(
+                zip(usable, self._ground_truths([(*keys[i][1:], False) for i in usable],
+                                                [(*rows[i][1:], False, keys[i][3:]) for i in usable]), strict=True)
+            )  # fmt: skip
+            prepared = [(i, p, gts[i]) for i, p in parsed if p.ok]
+            psim = self.predicate_sim
+            if type(psim) is LabelSimilarity and not psim.head_credit and psim._norm is normalize_predicate:
+                for i, value in batch.batch_scores(self, prepared).items():
+                    self._scores.put(keys[i], value)
+            else:
+                geo = batch.batch_geometry(self, prepared)
+        return [
+            value if value is not None else self._score_keyed(keys[i], *rows[i], geo.get(i))
+            for i, value in enumerate(found)
+        ]
 
     def _score_keyed(
         self, key: tuple, text: str, objects: Any, relationships: Any, orig: Any, resized: Any, geo: Any
@@ -369,7 +345,7 @@ class SGGScorer:
         pred_index = {o.id: i for i, o in enumerate(graph.objects)}
         ps = np.array([pred_index[r.subject] for r in graph.relations], dtype=np.int64)
         po = np.array([pred_index[r.object] for r in graph.relations], dtype=np.int64)
-        pp = _lookup(self._labels, [_predicate_key(r.predicate) for r in graph.relations])
+        pp = lookup(self._labels, [predicate_key(r.predicate) for r in graph.relations])
         gp = gt.pred_codes
         # soft: the best predicted predicate between the objects matched to a GT relation's ends
         ms, mo = match[gt.rel_s], match[gt.rel_o]
@@ -390,13 +366,13 @@ class SGGScorer:
                 soft += v * qs[j] * qo[j]
         # hard: same normalised labels and both IoUs above the threshold; (label and IoU) is decided per
         # object pair first, then gathered for the relations' ends
-        names = _lookup(self._labels, pred_norm)
+        names = lookup(self._labels, pred_norm)
         ok = (iou_m >= self.iou_threshold) & (names[:, None] == gt.name_codes[None, :])
         hard = (same_p & ok[ps[:, None], gt.rel_s] & ok[po[:, None], gt.rel_o]).any(axis=0)
         n_rel = gt.n_rel
         return GraphScores(_unit(node), _unit(box), _unit(soft / n_rel), _unit(float(hard.sum()) / n_rel))
 
-    def _geometry_of(self, graph: Any, pred_names: list[str], pred_norm: list[str], gt: _GT) -> tuple:
+    def _geometry_of(self, graph: Any, pred_names: list[str], pred_norm: list[str], gt: RowTruth) -> tuple:
         """(label similarity, IoU, L1, matching cost) of one row's predicted vs GT objects."""
         frame = gt.frame
         lim = np.array([frame.width, frame.height, frame.width, frame.height])
@@ -422,7 +398,7 @@ class SGGScorer:
         value = GraphF1() if gt.frame is None or not parsed.ok else self._graph_f1(parsed, gt)
         return self._f1.put(key, value)
 
-    def _graph_f1(self, parsed: ParseResult, gt: _GT) -> GraphF1:
+    def _graph_f1(self, parsed: ParseResult, gt: RowTruth) -> GraphF1:
         graph, frame = parsed.graph, gt.frame
         n_pred, n_gt = len(graph.objects), gt.n
         pairs: dict[int, int] = {}  # pred index -> gt index, true positives only

@@ -1,0 +1,112 @@
+"""The edge scores of many matched rows at once: one join of predicted and GT relations on (row, predicate).
+
+Per GT relation (of the ids that exist), the reference (:meth:`SGGScorer._score`) asks whether some
+predicted relation has the same normalised predicate and (soft) joins the predicted objects matched to
+the GT relation's ends, or (hard) joins objects that each have the GT end's label with IoU >= the
+threshold. Here the predicted relations of all rows are sorted by (row, predicate code), each GT relation
+finds its candidates with two binary searches, and both conditions are checked on the candidate pairs
+only; a row costs a few Python lists, the rest is array operations shared by the whole chunk.
+"""
+
+from __future__ import annotations
+
+from operator import itemgetter
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from r1vision.tasks.sgg.ground_truth import RowTruth, lookup, predicate_key
+
+if TYPE_CHECKING:
+    from r1vision.tasks.sgg.parse import SceneGraph
+
+_ID = itemgetter(0)
+
+
+def sequential_sums(values: np.ndarray, lengths: list[int]) -> np.ndarray:
+    """Sums of consecutive segments of ``values``, each added left to right from 0.0 as a loop adds.
+
+    ``numpy.sum`` and ``add.reduceat`` sum pairwise (different last bits); ``cumsum`` along the rows of
+    a zero-padded matrix adds in order, and the padding adds exact zeros.
+    """
+    n = len(lengths)
+    width = max(lengths, default=0)
+    if not width:
+        return np.zeros(n)
+    counts = np.asarray(lengths)
+    padded = np.zeros((n, width))
+    rows = np.repeat(np.arange(n), counts)
+    cols = np.arange(len(values)) - np.repeat(np.cumsum(counts) - counts, counts)
+    padded[rows, cols] = values
+    return np.cumsum(padded, axis=1)[:, -1]
+
+
+def relation_scores(
+    labels: dict[str, int],
+    graphs: list[SceneGraph],
+    gts: list[RowTruth],
+    gt_offsets: list[int],
+    pair_begins: list[int],
+    match: np.ndarray,
+    quality: np.ndarray,
+    ok: np.ndarray,
+) -> list[tuple[float, float]]:
+    """(soft sum, hard count) of each row; rows need relations on both sides and known GT relations.
+
+    ``match``/``quality`` map each GT object of the chunk (row ``k``'s start at ``gt_offsets[k]``) to
+    its matched predicted object (-1: none) and that match's quality; ``ok`` is the hard condition of
+    every (predicted, GT) object pair, pred-major, row ``k``'s block starting at ``pair_begins[k]``.
+    """
+    if not graphs:
+        return []
+    ps: list[int] = []
+    po: list[int] = []
+    keys: list[str] = []
+    n_pred = []
+    for graph in graphs:
+        index = dict(zip(map(_ID, graph.objects), range(len(graph.objects)), strict=True))
+        subjects, predicates, objects = zip(*graph.relations, strict=True)
+        ps += map(index.__getitem__, subjects)  # the parser keeps only relations between known ids
+        po += map(index.__getitem__, objects)
+        keys += map(predicate_key, predicates)
+        n_pred.append(len(subjects))
+    n_rows = len(graphs)
+    prow = np.repeat(np.arange(n_rows), n_pred)
+    pcode = lookup(labels, keys)
+    ps_a, po_a = np.array(ps, dtype=np.int64), np.array(po, dtype=np.int64)
+
+    n_gt = [len(gt.rel_s) for gt in gts]
+    grow = np.repeat(np.arange(n_rows), n_gt)
+    rs = np.concatenate([gt.rel_s for gt in gts])
+    ro = np.concatenate([gt.rel_o for gt in gts])
+    gcode = np.concatenate([gt.pred_codes for gt in gts])
+    offset = np.repeat(np.array(gt_offsets, dtype=np.int64), n_gt)
+    qs, qo = quality[rs + offset], quality[ro + offset]
+
+    # the join: candidates of GT relation j are the predicted relations of its row with its predicate
+    width = len(labels) + 1  # codes lie in [-2, len(labels)); GT predicate codes are >= 0
+    known = np.flatnonzero(pcode >= 0)  # -1: a predicate no GT row has
+    order = known[np.argsort(prow[known] * width + pcode[known], kind="stable")]
+    sorted_keys = prow[order] * width + pcode[order]
+    gkey = grow * width + gcode
+    lo = np.searchsorted(sorted_keys, gkey, "left")
+    count = np.searchsorted(sorted_keys, gkey, "right") - lo
+    jj = np.repeat(np.arange(len(gkey)), count)
+    ii = order[np.repeat(lo - (np.cumsum(count) - count), count) + np.arange(int(count.sum()))]
+    pi, qi = ps_a[ii], po_a[ii]
+
+    # soft: a candidate joins the objects matched to both ends (an unmatched end, -1, equals no index)
+    soft_hit = (pi == match[rs + offset][jj]) & (qi == match[ro + offset][jj])
+    best = np.zeros(len(gkey), dtype=bool)
+    best[jj[soft_hit]] = True
+    # hard: both (predicted end, GT end) pairs pass the label-and-IoU test
+    begin = np.repeat(np.array(pair_begins, dtype=np.int64), n_gt)[jj]
+    g = np.repeat(np.array([gt.n for gt in gts], dtype=np.int64), n_gt)[jj]
+    hard_hit = ok[begin + pi * g + rs[jj]] & ok[begin + qi * g + ro[jj]]
+    hard = np.zeros(len(gkey), dtype=bool)
+    hard[jj[hard_hit]] = True
+
+    # the reference adds best * q(subject) * q(object) for the hits only; a miss adds an exact 0.0 here
+    soft = sequential_sums(np.where(best, qs * qo, 0.0), n_gt).tolist()
+    hard_count = np.bincount(grow, weights=hard, minlength=n_rows).tolist()
+    return list(zip(soft, hard_count, strict=True))
