@@ -14,6 +14,21 @@ os.environ.setdefault("WANDB_DISABLED", "true")
 
 FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
 
+# os._exit inside the pytest process would end the run with whatever code it was given: a test that calls
+# a CLI entry in-process (which may leave through trainer.distributed.finish_process) could stop the
+# suite silently with exit code 0. In this process it raises instead; forked children exit as usual.
+_PYTEST_PID = os.getpid()
+_real_os_exit = os._exit
+
+
+def _guarded_os_exit(code: int) -> None:
+    if os.getpid() == _PYTEST_PID:
+        raise RuntimeError(f"os._exit({code}) called inside the pytest process")
+    _real_os_exit(code)
+
+
+os._exit = _guarded_os_exit
+
 
 @pytest.fixture(scope="session")
 def tiny_model():

@@ -191,6 +191,19 @@ def test_finish_process_exits_a_launched_worker_without_finalisation(tmp_path):
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600
     )
     assert plain.returncode == 0 and "returned 3" in plain.stdout
+    # vLLM's CPU platform sets LOCAL_WORLD_SIZE in any process that builds an engine: not a launcher
+    with_vllm_env = subprocess.run([sys.executable, "-c", script], env={**env, "LOCAL_WORLD_SIZE": "1"},
+                                   capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert with_vllm_env.returncode == 0 and "returned 3" in with_vllm_env.stdout
+
+
+def test_cli_in_process_returns_after_a_vllm_engine_set_its_env(monkeypatch):
+    """After an in-process vLLM engine (LOCAL_WORLD_SIZE set), ``cli.main`` must return, not os._exit."""
+    from r1vision.trainer.distributed import finish_process
+
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
+    assert finish_process(0) == 0
 
 
 # ------------------------------------------------------------------------------------------- runs

@@ -282,9 +282,10 @@ def test_lora_output_serves_in_vllm_like_hf(tiny_model, color_dir, tmp_path):
         lines = [json.loads(x) for f in sorted(pred.glob("*.jsonl")) for x in f.read_text().splitlines()]
         return {r["index"]: r["completion"] for r in lines}
 
+    from_hf = completions("hf")
     try:
         from_vllm = completions("vllm")
     finally:
         _cleanup()
     assert sorted(from_vllm) == [0, 1, 2, 3]
-    assert from_vllm == completions("hf")
+    assert from_vllm == from_hf

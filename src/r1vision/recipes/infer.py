@@ -109,7 +109,9 @@ def run_inference(
         del model
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
-    if state.num_processes == world:  # under a bare torchrun on CPU there is no process group to wait on
+    # Only several accelerate processes have anyone to wait for: under a bare torchrun on CPU there is no
+    # process group, and in one process a training run before this may have destroyed its group of one.
+    if state.num_processes > 1 and state.num_processes == world:
         state.wait_for_everyone()
     return Path(out_dir)
 

@@ -109,9 +109,11 @@ def teardown() -> None:
 
 
 def started_by_launcher() -> bool:
-    """True in a worker that ``torchrun`` / ``accelerate launch`` started (its elastic agent's variables);
-    False in a process that only set up a world of one itself (``prepare_distributed``) or in pytest."""
-    return "TORCHELASTIC_RUN_ID" in os.environ or "LOCAL_WORLD_SIZE" in os.environ
+    """True in a worker that ``torchrun`` / ``accelerate launch`` started (its elastic agent sets
+    ``TORCHELASTIC_RUN_ID``); False in a process that only set up a world of one itself
+    (``prepare_distributed``) or in pytest. ``LOCAL_WORLD_SIZE`` alone proves nothing: vLLM's CPU platform
+    sets it in any process that builds an engine."""
+    return "TORCHELASTIC_RUN_ID" in os.environ
 
 
 def finish_process(code: int = 0) -> int:
