@@ -31,7 +31,7 @@ class StageResult:
     """A trained stage: where its model is, how long ``train()`` took and how many steps it made.
 
     ``seconds`` is wall time (what a user waits); ``cpu_seconds`` is this process's CPU time, which the
-    compute-matched arm is matched on because it does not shrink when other work shares the machine.
+    compute-matched arm is matched on (fair on an idle machine; see :class:`CpuTimeBudget` for load).
     """
 
     name: str
@@ -221,9 +221,11 @@ class CpuTimeBudget(TrainerCallback):
 
     Wall time is not a fair budget on a shared machine: measured on this 2-core box, compute-matched SFT
     got 61 steps against GRPO's 150 in the same 386 s of wall time because the load changed between the
-    arms. Process CPU time (all of this process's threads) counts only the work this run did, so the two
-    arms get the same compute whatever else runs. The rate is set before each optimiser step, after the
-    (constant) scheduler's update; the logged ``learning_rate`` is the scheduler's base rate.
+    arms. Process CPU time (all of this process's threads) counts only the work this run did, which is
+    fair on an idle machine; under contention it is not load-independent either: with two torch threads
+    the same GRPO work cost 2.8-3.6x more CPU seconds (benchmarks/RESULTS.md, demo 2026-11-24), so run
+    the demo alone (a token x FLOP budget is the open fix). The rate is set before each optimiser step,
+    after the (constant) scheduler's update; the logged ``learning_rate`` is the scheduler's base rate.
     """
 
     def __init__(self, seconds: float, base_lr: float, clock=time.process_time) -> None:
