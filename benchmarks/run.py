@@ -55,6 +55,16 @@ def _table(stdout: str) -> str:
     return "\n".join(ln for ln in lines[start : keep[-1] + 1] if ln.strip())
 
 
+def _earlier(path: Path) -> str:
+    """What ``path`` held before, below the new run (newest first): earlier runs and notes are history."""
+    if not path.exists():
+        return ""
+    old = path.read_text()
+    if old.startswith("# Benchmark results"):
+        old = old[len("# Benchmark results") :].lstrip("\n")
+    return "\n" + old if old.strip() else ""
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="small sizes: a smoke run of the whole suite")
@@ -70,8 +80,8 @@ def main() -> int:
     env = dict(
         os.environ, PYTHONPATH=str(HERE.parent / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")
     )
-    header = (f"# Benchmark results\n\n{dt.date.today().isoformat()}, commit {_commit()}, {describe()} at start"
-              f"{' (quick sizes)' if a.quick else ''}\n")  # fmt: skip
+    header = (f"# Benchmark results\n\n## Run of {dt.date.today().isoformat()}, commit {_commit()}, {describe()} at "
+              f"start{' (quick sizes)' if a.quick else ''}\n")  # fmt: skip
     sections, results = [header], {}
     for name in names:
         script, full, quick = BENCHMARKS[name]
@@ -85,10 +95,10 @@ def main() -> int:
         took = time.time() - start
         status = "ok" if proc.returncode == 0 else f"FAILED (exit {proc.returncode})"
         body = _table(proc.stdout) if proc.returncode == 0 else proc.stderr[-2000:]
-        sections.append(f"## {name} ({status}, {took:.0f} s)\n\n{body}\n")
+        sections.append(f"### {name} ({status}, {took:.0f} s)\n\n{body}\n")
         results[name] = {"status": status, "seconds": took, "stdout": proc.stdout[-10000:]}
         print(sections[-1], flush=True)
-    Path(a.out).write_text("\n".join(sections))
+    Path(a.out).write_text("\n".join(sections) + _earlier(Path(a.out)))
     Path(a.json).write_text(json.dumps(results, indent=2))
     print(f"wrote {a.out} and {a.json}")
     return 0 if all(r["status"] == "ok" for r in results.values()) else 1
