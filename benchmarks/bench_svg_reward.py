@@ -61,24 +61,29 @@ def _cpu_of(pids: list[int]) -> float:
     return total
 
 
-def baseline(gt_images: list[np.ndarray], groups: list[list[str]]) -> tuple[float, float]:
-    """(completions/s wall, completions per CPU second): in-process CairoSVG + RGB SSIM."""
+def _render_in_process(completion: str, gt: np.ndarray) -> np.ndarray:
+    """CairoSVG in this process (no sandbox), at the ground truth's size: the RGB image on white."""
     from cairosvg.parser import Tree
     from cairosvg.surface import PNGSurface
-    from skimage.metrics import structural_similarity
 
     from r1vision.tasks.svg.extract import extract_svg
+
+    h, w = gt.shape[:2]
+    tree = Tree(bytestring=extract_svg(completion).encode())
+    surface = PNGSurface(tree, None, 96, output_width=w, output_height=h, background_color="white")
+    data = np.frombuffer(surface.cairo.get_data(), np.uint8).reshape(h, surface.cairo.get_stride())
+    return np.ascontiguousarray(data[:, : w * 4].reshape(h, w, 4)[..., 2::-1])
+
+
+def baseline(gt_images: list[np.ndarray], groups: list[list[str]]) -> tuple[float, float]:
+    """(completions/s wall, completions per CPU second): in-process CairoSVG + RGB SSIM."""
+    from skimage.metrics import structural_similarity
 
     n = 0
     wall, cpu = time.perf_counter(), time.process_time()
     for gt, completions in zip(gt_images, groups, strict=True):
-        h, w = gt.shape[:2]
         for completion in completions:
-            tree = Tree(bytestring=extract_svg(completion).encode())
-            surface = PNGSurface(tree, None, 96, output_width=w, output_height=h, background_color="white")
-            data = np.frombuffer(surface.cairo.get_data(), np.uint8).reshape(h, surface.cairo.get_stride())
-            rgb = np.ascontiguousarray(data[:, : w * 4].reshape(h, w, 4)[..., 2::-1])
-            structural_similarity(gt, rgb, channel_axis=2, data_range=255)
+            structural_similarity(gt, _render_in_process(completion, gt), channel_axis=2, data_range=255)
             n += 1
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     return n / wall, n / cpu
@@ -108,23 +113,13 @@ def sandboxed(gt_images, groups, size: int, workers: int) -> tuple[float, float,
 
 def _render_and_compare(args: tuple) -> float:
     """Render ``completions`` in this process and score each against its ground truth; returns seconds."""
-    from cairosvg.parser import Tree
-    from cairosvg.surface import PNGSurface
-
-    from r1vision.tasks.svg.extract import extract_svg
-
     items, size, start = args
     while time.time() < start:  # every process starts at the same moment
         time.sleep(0.001)
     t0 = time.perf_counter()
     config = RewardConfig(size=size)
     for gt, completion in items:
-        h, w = gt.shape[:2]
-        tree = Tree(bytestring=extract_svg(completion).encode())
-        surface = PNGSurface(tree, None, 96, output_width=w, output_height=h, background_color="white")
-        data = np.frombuffer(surface.cairo.get_data(), np.uint8).reshape(h, surface.cairo.get_stride())
-        rgb = np.ascontiguousarray(data[:, : w * 4].reshape(h, w, 4)[..., 2::-1])
-        compare(gt, rgb, config)
+        compare(gt, _render_in_process(completion, gt), config)
     return time.perf_counter() - t0
 
 

@@ -40,3 +40,15 @@ def loads(text: str | bytes) -> Any:
         except _OrjsonError:
             pass  # NaN, Infinity, lone surrogates, huge exponents, or invalid: json decides
     return json.loads(text)
+
+
+def is_document(text: str) -> bool:
+    """Whether ``text`` is one complete JSON document, by orjson alone: a quick test for scanners that only
+    need to know where a value ends. NaN, Infinity and lone surrogates read as False (:mod:`json` takes
+    them), so a False may still be decodable; callers fall back to :func:`loads` for those.
+    """
+    try:
+        (_orjson_loads or json.loads)(text)
+    except ValueError:
+        return False
+    return True

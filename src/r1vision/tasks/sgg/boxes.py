@@ -17,8 +17,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 from r1vision.vision.budget import resolve_budget
 from r1vision.vision.family import FAMILY_BOX_FRAME
 
@@ -138,32 +136,6 @@ def giou(a: Box, b: Box) -> float:
 def l1(a: Box, b: Box) -> float:
     """Sum of absolute coordinate differences (use on [0, 1]-normalised boxes: range [0, 4])."""
     return float(sum(abs(float(x) - float(y)) for x, y in zip(a, b, strict=False)))
-
-
-def pairwise_iou_giou(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """IoU and GIoU matrices (N x M) of boxes ``a`` (N x 4) and ``b`` (M x 4)."""
-    a = np.asarray(a, dtype=np.float64).reshape(-1, 4)[:, None, :]
-    b = np.asarray(b, dtype=np.float64).reshape(-1, 4)[None, :, :]
-    iw = np.clip(np.minimum(a[..., 2], b[..., 2]) - np.maximum(a[..., 0], b[..., 0]), 0, None)
-    ih = np.clip(np.minimum(a[..., 3], b[..., 3]) - np.maximum(a[..., 1], b[..., 1]), 0, None)
-    inter = iw * ih
-    area_a = (a[..., 2] - a[..., 0]) * (a[..., 3] - a[..., 1])
-    area_b = (b[..., 2] - b[..., 0]) * (b[..., 3] - b[..., 1])
-    union = area_a + area_b - inter
-    with np.errstate(divide="ignore", invalid="ignore"):
-        iou_m = np.where(union > 0, inter / union, 0.0)
-        hull = (np.maximum(a[..., 2], b[..., 2]) - np.minimum(a[..., 0], b[..., 0])) * (
-            np.maximum(a[..., 3], b[..., 3]) - np.minimum(a[..., 1], b[..., 1])
-        )
-        giou_m = iou_m - np.where(hull > 0, (hull - union) / hull, 0.0)
-    return iou_m, giou_m
-
-
-def pairwise_l1(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Matrix (N x M) of summed absolute coordinate differences."""
-    a = np.asarray(a, dtype=np.float64).reshape(-1, 4)
-    b = np.asarray(b, dtype=np.float64).reshape(-1, 4)
-    return np.abs(a[:, None, :] - b[None, :, :]).sum(-1)
 
 
 def is_valid_box(box: object) -> bool:

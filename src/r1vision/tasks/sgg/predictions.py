@@ -26,14 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from r1vision.tasks.fastjson import loads
+from r1vision.tasks.fastjson import is_document, loads
 from r1vision.tasks.sgg.boxes import box_frame
 from r1vision.tasks.sgg.parse import name_of, parse_scene_graph
-
-try:  # only to find where an entry ends (any decoder that accepts it does): orjson is ~5x json here
-    from orjson import loads as _complete_json
-except ImportError:  # pragma: no cover - orjson is a dependency
-    _complete_json = json.loads
 
 Triplet = tuple[
     str, list[float], str, list[float], str, str, str
@@ -97,8 +92,9 @@ def _object_end(text: str, start: int) -> int | None:
     itself. Instead, each ``}`` followed by ``,`` or ``}`` is a candidate end: the first candidate at which
     the text from ``start`` is one complete JSON object is the object's end (a parser reading from
     ``start`` stops at that brace whatever follows; orjson only rejects what :mod:`json` also rejects,
-    except NaN/Infinity and lone surrogates, which just cost a fallback). A value not placed within a few candidates (nested objects, braces in strings) returns None and
-    the caller decodes it with :mod:`json`, so the scan stays linear.
+    except NaN/Infinity and lone surrogates, which just cost a fallback). A value not placed within a
+    few candidates (nested objects, braces in strings) returns None and the caller decodes it with
+    :mod:`json`, so the scan stays linear.
     """
     if text[start : start + 1] != "{":
         return None
@@ -108,12 +104,9 @@ def _object_end(text: str, start: int) -> int | None:
         if match is None:
             return None
         end = match.start() + 1
-        try:
-            _complete_json(text[start:end])
-        except ValueError:
-            pos = end
-            continue
-        return end
+        if is_document(text[start:end]):
+            return end
+        pos = end
     return None
 
 

@@ -84,8 +84,8 @@ def _f1(tp: int, n_pred: int, n_gt: int) -> float:
 def _geometry(a: np.ndarray, b: np.ndarray, area_b: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
     """IoU, GIoU and L1 matrices of boxes ``a`` (P x 4) and ``b`` (G x 4), or of batches (B x P x 4, B x G x 4).
 
-    The operations of :func:`boxes.pairwise_iou_giou` and :func:`boxes.pairwise_l1` on the same numbers
-    in the same order (identical values), with x and y handled together: half the numpy calls. Every
+    :func:`boxes.iou`, :func:`boxes.giou` and :func:`boxes.l1` for every pair at once (the golden test
+    holds the values to the loop implementation's), with x and y handled together. Every
     value is an elementwise function of one (pred, GT) pair, so a padded batch gives each item's values.
     """
     lo, hi = a[..., :, None, :2], a[..., :, None, 2:]
