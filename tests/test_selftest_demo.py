@@ -37,6 +37,9 @@ def test_demo_quick(tmp_path, capsys):
             assert 0.0 <= metrics["reward"] <= 3.0
             assert metrics["num_images"] == 8
     assert run["steps"]["grpo"] == 2 and run["steps"]["sft_matched"] >= 1
+    # The matched arm stops at the step end nearest GRPO's counted FLOPs: within one SFT step of them.
+    per_sft_step = run["flops"]["sft"] / run["steps"]["sft"]
+    assert abs(run["flops"]["sft_matched"] - run["flops"]["grpo"]) <= per_sft_step
     assert set(result["verdicts"]) == {"test", "test_ood"}
     table = (out / "eval_table.md").read_text()
     assert "| SFT checkpoint |" in table and "| SFT + GRPO |" in table and "compute-matched" in table

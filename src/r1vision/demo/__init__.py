@@ -2,8 +2,10 @@
 
 Everything is built locally, nothing is downloaded: a ~0.6 M-parameter Qwen2-VL-style model with a BPE
 trained on the targets, synthetic 84x84 scenes, SFT, GRPO from the SFT checkpoint (format + object F1 +
-relation F1 rewards), and SFT continued from the same checkpoint for GRPO's process CPU time with a decaying
-learning rate (the fair baseline). All three arms are evaluated on held-out i.i.d. and OOD scenes.
+relation F1 rewards), and SFT continued from the same checkpoint for GRPO's counted model FLOPs
+(generation and training forwards and backwards, :mod:`r1vision.trainer.flops`; independent of machine
+load) with a learning rate decaying linearly in them (the fair baseline). All three arms are evaluated
+on held-out i.i.d. and OOD scenes.
 Outputs go to ``demo_out/``: ``eval_table.md``, ``eval.json``, ``metrics.csv``, ``reward_curve.png``,
 ``drawings/`` and per-seed folders with data, checkpoints and predictions.
 """
@@ -30,6 +32,7 @@ def _say(msg: str) -> None:
 def run_seed(cfg: DemoConfig, seed: int, out: Path, quiet: bool = False) -> tuple[dict[str, Any], list[dict]]:
     """One full demo run for ``seed`` under ``out``; returns its result record and metrics rows."""
     from r1vision.demo import arms, report
+    from r1vision.trainer.flops import format_flops
 
     t0 = time.perf_counter()
     secs: dict[str, float] = {}
@@ -52,7 +55,8 @@ def run_seed(cfg: DemoConfig, seed: int, out: Path, quiet: bool = False) -> tupl
             evals[split][stage.name] = report.evaluate_arm(stage.model_dir, data, split, pred_dir, cfg)
             preds[split][stage.name] = pred_dir
         m = evals["test"][stage.name]
-        _say(f"      {stage.name}: {stage.steps} steps in {stage.seconds:.0f}s; i.i.d. object F1 "
+        _say(f"      {stage.name}: {stage.steps} steps, {format_flops(stage.flops)} in {stage.seconds:.0f}s "
+             f"({stage.cpu_seconds:.0f} CPU-s); i.i.d. object F1 "
              f"{m['object_f1']:.3f}, relation recall {m['relation_recall']:.3f}, OOD relation recall "
              f"{evals['test_ood'][stage.name]['relation_recall']:.3f}")  # fmt: skip
 
@@ -63,13 +67,14 @@ def run_seed(cfg: DemoConfig, seed: int, out: Path, quiet: bool = False) -> tupl
     secs["grpo"] = grpo.seconds
     evaluate(grpo)
 
-    # Upper bound only: the CPU-time budget stops it.
-    steps = 3 * arms.matched_steps(grpo.cpu_seconds, sft)
-    _say(f"[4/6] compute-matched SFT: {grpo.cpu_seconds:.0f}s of process CPU time (GRPO's), lr "
-         f"{cfg.baseline_lr:g} decaying linearly to 0 over it")  # fmt: skip
+    # Upper bound only: the FLOP budget stops it (x3: batches differ in padding).
+    steps = 3 * arms.matched_steps(grpo.flops, sft)
+    _say(f"[4/6] compute-matched SFT: {format_flops(grpo.flops)} counted (GRPO's; ~"
+         f"{arms.matched_steps(grpo.flops, sft)} SFT steps), lr {cfg.baseline_lr:g} decaying linearly to 0 "
+         f"over them")  # fmt: skip
     matched = arms.train_sft("sft_matched", sft.model_dir, data, out / "sft_matched", cfg, seed, steps,
                              cfg.baseline_lr, scheduler="constant", warmup_ratio=0.0, quiet=quiet,
-                             cpu_seconds=grpo.cpu_seconds)  # fmt: skip
+                             flops=grpo.flops)  # fmt: skip
     secs["sft_matched"] = matched.seconds
     evaluate(matched)
 
@@ -84,6 +89,9 @@ def run_seed(cfg: DemoConfig, seed: int, out: Path, quiet: bool = False) -> tupl
         "seconds": secs,
         "cpu_seconds": {"sft": sft.cpu_seconds, "grpo": grpo.cpu_seconds, "sft_matched": matched.cpu_seconds},
         "steps": {"sft": sft.steps, "grpo": grpo.steps, "sft_matched": matched.steps},
+        # What the matched arm is matched on; cpu_seconds and seconds are informational.
+        "flops": {"sft": sft.flops, "grpo": grpo.flops, "sft_matched": matched.flops},
+        "compute_match": "counted model FLOPs (r1vision.trainer.flops)",
         "reward_curve_flat": report.is_flat(curve),
         "load_average": list(os.getloadavg()),
         "predictions": {s: {a: str(p) for a, p in d.items()} for s, d in preds.items()},

@@ -13,6 +13,7 @@ from transformers import TrainerCallback
 from r1vision.demo.config import DemoConfig
 from r1vision.tasks.sgg.prompts import compact_prompt
 from r1vision.tasks.sgg.task import SGGTask
+from r1vision.trainer.flops import FlopCounter, FlopCounterCallback
 
 FAMILY = "qwen2_vl"
 SPLITS = ("train", "rl", "test", "test_ood")
@@ -28,10 +29,11 @@ class CompactSGGTask(SGGTask):
 
 @dataclass
 class StageResult:
-    """A trained stage: where its model is, how long ``train()`` took and how many steps it made.
+    """A trained stage: where its model is, how long ``train()`` took, its steps and its counted FLOPs.
 
-    ``seconds`` is wall time (what a user waits); ``cpu_seconds`` is this process's CPU time, which the
-    compute-matched arm is matched on (fair on an idle machine; see :class:`CpuTimeBudget` for load).
+    ``flops`` is the model compute counted by :mod:`r1vision.trainer.flops` (what the compute-matched arm
+    is matched on: it does not depend on machine load); ``seconds`` is wall time (what a user waits) and
+    ``cpu_seconds`` this process's CPU time, both informational.
     """
 
     name: str
@@ -39,10 +41,15 @@ class StageResult:
     seconds: float
     steps: int
     cpu_seconds: float = 0.0
+    flops: float = 0.0
 
     @property
     def seconds_per_step(self) -> float:
         return self.seconds / max(self.steps, 1)
+
+    @property
+    def flops_per_step(self) -> float:
+        return self.flops / max(self.steps, 1)
 
 
 def make_data(cfg: DemoConfig, root: Path, seed: int) -> Path:
@@ -129,12 +136,12 @@ def train_sft(
     scheduler: str = "cosine",
     warmup_ratio: float = 0.05,
     quiet: bool = False,
-    cpu_seconds: float | None = None,
+    flops: float | None = None,
 ) -> StageResult:
-    """Supervised fine-tuning on the ``train`` split; returns the saved model and the time of training.
+    """Supervised fine-tuning on the ``train`` split; returns the saved model, its time and FLOPs.
 
-    ``cpu_seconds``: stop after this much process CPU time (``steps`` is then only an upper bound), with
-    the learning rate decaying linearly in CPU time (:class:`CpuTimeBudget`).
+    ``flops``: stop once this many FLOPs are counted (``steps`` is then only an upper bound), with the
+    learning rate decaying linearly in counted FLOPs (:class:`FlopBudget`).
     """
     from r1vision.trainer.config import VisionSFTConfig
     from r1vision.trainer.sft import VisionSFTTrainer
@@ -152,11 +159,14 @@ def train_sft(
         logging_steps=max(1, steps // 30),
         **_common(cfg, seed, quiet),
     )
-    budget = [CpuTimeBudget(cpu_seconds, lr)] if cpu_seconds is not None else None
-    trainer = VisionSFTTrainer(str(model), args=args, train_dataset=rows, callbacks=budget)
+    counter = FlopCounter()
+    callbacks = [FlopCounterCallback(counter)]
+    if flops is not None:
+        callbacks.append(FlopBudget(flops, lr, counter))
+    trainer = VisionSFTTrainer(str(model), args=args, train_dataset=rows, callbacks=callbacks)
     seconds, cpu = _timed(trainer.train)
     trainer.save_model(str(out_dir))
-    return StageResult(name, str(out_dir), seconds, int(trainer.state.global_step), cpu)
+    return StageResult(name, str(out_dir), seconds, int(trainer.state.global_step), cpu, counter.total)
 
 
 def _vision_token_ids(model: str | Path) -> list[int]:
@@ -197,10 +207,14 @@ def train_grpo(
         **_common(cfg, seed, quiet),
     )
     trainer = VisionGRPOTrainer(str(model), [s.func for s in specs], args=args, train_dataset=rows)
+    # Generation, log-prob and (beta > 0) reference forwards all count, like the training forwards.
+    counter = FlopCounter()
+    trainer.add_callback(FlopCounterCallback(counter, extra_models=[trainer.ref_model]))
     seconds, cpu = _timed(trainer.train)
     trainer.save_model(str(out_dir))
     trainer.processing_class.save_pretrained(str(out_dir))
-    return StageResult("sft+grpo", str(out_dir), seconds, int(trainer.state.global_step), cpu)
+    steps = int(trainer.state.global_step)
+    return StageResult("sft+grpo", str(out_dir), seconds, steps, cpu, counter.total)
 
 
 def _timed(fn) -> tuple[float, float]:
@@ -210,40 +224,37 @@ def _timed(fn) -> tuple[float, float]:
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def matched_steps(target_cpu_seconds: float, sft: StageResult) -> int:
-    """SFT steps that take ``target_cpu_seconds`` of CPU time at the SFT stage's measured pace."""
-    per_step = sft.cpu_seconds / max(sft.steps, 1)
-    return max(1, math.ceil(target_cpu_seconds / max(per_step, 1e-6)))
+def matched_steps(target_flops: float, sft: StageResult) -> int:
+    """SFT steps that count ``target_flops`` at the SFT stage's FLOPs per step (padding varies a little)."""
+    return max(1, math.ceil(target_flops / max(sft.flops_per_step, 1.0)))
 
 
-class CpuTimeBudget(TrainerCallback):
-    """Train for ``seconds`` of process CPU time, the learning rate decaying linearly to 0 over it.
+class FlopBudget(TrainerCallback):
+    """Train until ``counter`` has counted ``flops`` model FLOPs, the learning rate decaying linearly to 0.
 
-    Wall time is not a fair budget on a shared machine: measured on this 2-core box, compute-matched SFT
-    got 61 steps against GRPO's 150 in the same 386 s of wall time because the load changed between the
-    arms. Process CPU time (all of this process's threads) counts only the work this run did, which is
-    fair on an idle machine; under contention it is not load-independent either: with two torch threads
-    the same GRPO work cost 2.8-3.6x more CPU seconds (benchmarks/RESULTS.md, demo 2026-11-24), so run
-    the demo alone (a token x FLOP budget is the open fix). The rate is set before each optimiser step,
-    after the (constant) scheduler's update; the logged ``learning_rate`` is the scheduler's base rate.
+    The compute-matched arm's budget. Wall time failed on a shared machine (61 matched SFT steps against
+    GRPO's 150 in the same 386 s), and so did process CPU time: under contention the same GRPO work cost
+    2.8-3.6x more CPU seconds, so the matched arm got 241, 942 and 262 steps on three seeds. Counted
+    FLOPs (:mod:`r1vision.trainer.flops`) depend only on the work done. Training stops at the step end
+    nearest the target (within half a step of it). The rate is set before each optimiser step, after
+    the (constant) scheduler's update; the logged ``learning_rate`` is the scheduler's base rate.
     """
 
-    def __init__(self, seconds: float, base_lr: float, clock=time.process_time) -> None:
-        self.seconds, self.base_lr, self.clock = float(seconds), float(base_lr), clock
-        self.start: float | None = None
-
-    def _elapsed(self) -> float:
-        return 0.0 if self.start is None else self.clock() - self.start
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        self.start = self.clock()
+    def __init__(self, flops: float, base_lr: float, counter: FlopCounter) -> None:
+        if flops <= 0:
+            raise ValueError(f"FLOP budget must be positive, got {flops}")
+        self.flops, self.base_lr, self.counter = float(flops), float(base_lr), counter
+        self._step_start = 0.0
 
     def on_step_begin(self, args, state, control, optimizer=None, **kwargs):
-        lr = self.base_lr * max(0.0, 1.0 - self._elapsed() / self.seconds)
+        self._step_start = self.counter.total
+        lr = self.base_lr * max(0.0, 1.0 - self._step_start / self.flops)
         for group in getattr(optimizer, "param_groups", []):
             group["lr"] = lr
 
     def on_step_end(self, args, state, control, **kwargs):
-        if self._elapsed() >= self.seconds:
+        done = self.counter.total
+        # Stop where one more step would land farther from the target than stopping now.
+        if done + (done - self._step_start) / 2 >= self.flops:
             control.should_training_stop = True
         return control

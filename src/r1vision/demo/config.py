@@ -63,7 +63,7 @@ class DemoConfig:
     # strict / lenient: seed 10 -1.3 / +4.0; seeds 0-2 -1.7 / -3.3, +1.5 / -4.6, -15.8 / -11.9 (within
     # the seed spread: not what keeps GRPO below +5; see benchmarks/RESULTS.md).
     strict_format: bool = False
-    # compute-matched SFT (from the SFT checkpoint, for GRPO's process CPU time, linear decay to 0)
+    # compute-matched SFT (from the SFT checkpoint, for GRPO's counted FLOPs, linear decay to 0)
     baseline_lr: float = 5e-4
     # evaluation
     eval_batch: int = 64

@@ -13,6 +13,7 @@ import numpy as np
 
 from r1vision.demo.arms import FAMILY, CompactSGGTask
 from r1vision.demo.config import DemoConfig
+from r1vision.trainer.flops import format_flops
 
 ARMS = ("sft", "sft_matched", "sft+grpo")
 ARM_TITLES = {
@@ -152,6 +153,12 @@ def verdict_lines(results: Sequence[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _flops(result: dict[str, Any], arm: str) -> str:
+    """`` / 1.2 TFLOP`` for records that count FLOPs (records from before the FLOP match do not)."""
+    flops = result.get("flops", {}).get(arm)
+    return "" if flops is None else f" / {format_flops(flops)}"
+
+
 def write_tables(out: Path, results: Sequence[dict[str, Any]], cfg: DemoConfig) -> str:
     """``eval_table.md`` and ``eval.json``; returns the markdown."""
     seeds = [r["seed"] for r in results]
@@ -165,7 +172,7 @@ def write_tables(out: Path, results: Sequence[dict[str, Any]], cfg: DemoConfig) 
             else "never drawn"
         )
         + f"; GRPO prompts ({cfg.rl_objects[0]}-{cfg.rl_objects[1]} objects) show every pair; the "
-        "compute-matched arm continues SFT (same data, linear decay) for GRPO's process CPU time. Greedy decoding "
+        "compute-matched arm continues SFT (same data, linear decay) for GRPO's counted model FLOPs. Greedy decoding "
         "on held-out scenes; percentages" + (", mean ± std over seeds." if len(results) > 1 else ".")
     )
     md.append(
@@ -181,8 +188,8 @@ def write_tables(out: Path, results: Sequence[dict[str, Any]], cfg: DemoConfig) 
     md += ["", "## Verdict", "", *verdict_lines(results), ""]
     timing = [
         f"- seed {r['seed']}: demo {r['seconds']['total']:.0f}s (SFT {r['seconds']['sft']:.0f}s, GRPO "
-        f"{r['seconds']['grpo']:.0f}s / {r['steps']['grpo']} steps, matched SFT {r['seconds']['sft_matched']:.0f}s "
-        f"/ {r['steps']['sft_matched']} steps)"
+        f"{r['seconds']['grpo']:.0f}s / {r['steps']['grpo']} steps{_flops(r, 'grpo')}, matched SFT "
+        f"{r['seconds']['sft_matched']:.0f}s / {r['steps']['sft_matched']} steps{_flops(r, 'sft_matched')})"
         for r in results
     ]
     md += ["## Timing", "", *timing, ""]
