@@ -203,6 +203,7 @@ class FlopCounterCallback(TrainerCallback):
     """Counts a ``Trainer``'s model FLOPs from ``train()``'s start to its end into ``counter``.
 
     ``extra_models``: other models the trainer runs (e.g. GRPO's reference model when ``beta > 0``).
+    Each process counts its own forwards; with several processes, sum the counters for the run's total.
     """
 
     def __init__(self, counter: FlopCounter | None = None, extra_models: Iterable[nn.Module] = ()) -> None:
