@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from r1vision import compiled
+
 try:  # a declared dependency; the fallback keeps a partial install working
     from orjson import JSONDecodeError as _OrjsonError
     from orjson import loads as _orjson_loads
@@ -28,6 +30,8 @@ _LONG_RUN = b"0" * 19
 
 
 def _has_long_digit_run(text: str | bytes) -> bool:
+    if compiled.has_long_digit_run is not None and type(text) is str:
+        return compiled.has_long_digit_run(text, len(_LONG_RUN))  # one pass, no encoded copy
     raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
     return _LONG_RUN in raw.translate(_DIGITS_TO_ZERO)
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from r1vision import compiled
 from r1vision.tasks.common import unit as _unit
 from r1vision.tasks.sgg.batch_relations import relation_scores, sequential_sums
 from r1vision.tasks.sgg.ground_truth import RowTruth, head_key, lookup
@@ -153,26 +154,46 @@ def batch_scores(scorer: SGGScorer, rows: list[tuple[int, ParseResult, Any]]) ->
 def _pair_geometry(scorer: SGGScorer, items: list[_Item]) -> _Pairs:
     # One flat entry per (predicted, GT) pair of every row, pred-major within a row: long 1-D arrays keep
     # numpy's per-call overhead and its short inner loops (x/y pairs, 20 columns) out of the hot path.
-    cp = np.array([x.p for x in items])
-    cg = np.array([x.g for x in items])
+    cp = np.array([x.p for x in items], dtype=np.int64)
+    cg = np.array([x.g for x in items], dtype=np.int64)
     cpg = cp * cg
+    objects = list(chain.from_iterable([x.graph.objects for x in items]))
+    packed = [x.graph.packed_boxes for x in items]
+    if None in packed:  # a flat list of floats converts ~2x faster than a list of 4-tuples
+        pred = np.array(list(chain.from_iterable(map(_BOX, objects))), dtype=np.float64)
+    else:  # the compiled parser's copy of the same boxes
+        pred = np.frombuffer(b"".join(packed), dtype=np.float64)
+    pred = pred.reshape(-1, 4)
+    lim = np.repeat(np.array([[x.gt.frame.width, x.gt.frame.height] * 2 for x in items]), cp, axis=0)
+    pred = np.minimum(np.maximum(pred, 0.0), lim) / lim  # BoxFrame.clip, then normalise
+    gts = np.concatenate([x.gt.scaled for x in items])
+    area_b = np.concatenate([x.gt.area for x in items])
+    flat = list(map(normalize_object, map(_NAME, objects)))
+    labels = scorer._labels
+    pcode, gcode = lookup(labels, flat), np.concatenate([x.gt.name_codes for x in items])
+    credit = scorer.object_sim.head_credit
+    phead = ghead = None
+    if credit:
+        phead = lookup(labels, list(map(head_key, flat)))
+        ghead = np.concatenate([x.gt.head_codes for x in items])
+    begins = (np.cumsum(cpg) - cpg).tolist()
+    kernel = compiled.pair_geometry
+    if kernel is not None:  # the same operations in one compiled loop (no gathers, no temporaries)
+        out = kernel(pred, np.ascontiguousarray(gts), area_b, cp, cg, pcode, gcode, phead, ghead,
+                     float(scorer.w_label), float(scorer.w_giou), float(scorer.w_l1), float(credit or 0.0))  # fmt: skip
+        label_sim, iou, l1, cost = (np.frombuffer(b, dtype=np.float64) for b in out[:4])
+        return _Pairs(label_sim, iou, l1, cost, np.frombuffer(out[4], dtype=np.bool_), begins)
     # pair k of predicted object j (a block of g pairs): pred j, GT offset_of_row + k - block start
     g_per_pred = np.repeat(cg, cp)
     block = np.cumsum(g_per_pred) - g_per_pred
     pi = np.repeat(np.arange(len(g_per_pred)), g_per_pred)
     gi = np.arange(int(cpg.sum())) + np.repeat(np.repeat(np.cumsum(cg) - cg, cp) - block, g_per_pred)
-    # a flat list of floats converts ~2x faster than a list of 4-tuples
-    objects = list(chain.from_iterable([x.graph.objects for x in items]))
-    pred = np.array(list(chain.from_iterable(map(_BOX, objects))), dtype=np.float64)
-    pred = pred.reshape(-1, 4)
-    lim = np.repeat(np.array([[x.gt.frame.width, x.gt.frame.height] * 2 for x in items]), cp, axis=0)
-    # BoxFrame.clip, then normalise; coordinates as contiguous rows (1-D takes are ~20x faster than 2-D)
-    pred = np.ascontiguousarray((np.minimum(np.maximum(pred, 0.0), lim) / lim).T)
+    # coordinates as contiguous rows (1-D takes are ~20x faster than 2-D)
+    pred, gts = np.ascontiguousarray(pred.T), np.ascontiguousarray(gts.T)
     ax1, ay1, ax2, ay2 = (pred[k].take(pi) for k in range(4))
     area_a = ((pred[2] - pred[0]) * (pred[3] - pred[1])).take(pi)
-    gts = np.ascontiguousarray(np.concatenate([x.gt.scaled for x in items]).T)
     bx1, by1, bx2, by2 = (gts[k].take(gi) for k in range(4))
-    area_b = np.concatenate([x.gt.area for x in items]).take(gi)
+    area_b = area_b.take(gi)
     # the operations of scorer._geometry, in the same order (identical values)
     inter = np.maximum(np.minimum(ax2, bx2) - np.maximum(ax1, bx1), 0.0) * np.maximum(
         np.minimum(ay2, by2) - np.maximum(ay1, by1), 0.0
@@ -183,14 +204,10 @@ def _pair_geometry(scorer: SGGScorer, items: list[_Item]) -> _Pairs:
     giou = iou - (hull - union) / np.where(hull > 0, hull, np.inf)
     # numpy sums a length-4 axis left to right, as the loop implementation did
     l1 = np.abs(ax1 - bx1) + np.abs(ay1 - by1) + np.abs(ax2 - bx2) + np.abs(ay2 - by2)
-
-    flat = list(map(normalize_object, map(_NAME, objects)))
-    labels = scorer._labels
-    same = lookup(labels, flat).take(pi) == np.concatenate([x.gt.name_codes for x in items]).take(gi)
-    credit = scorer.object_sim.head_credit
+    same = pcode.take(pi) == gcode.take(gi)
     if credit:
-        hp = lookup(labels, list(map(head_key, flat))).take(pi)
-        head = (hp == np.concatenate([x.gt.head_codes for x in items]).take(gi)) & (hp >= 0)
+        hp = phead.take(pi)
+        head = (hp == ghead.take(gi)) & (hp >= 0)
         label_sim = np.where(same, 1.0, np.where(head, credit, 0.0))
     else:
         label_sim = same.astype(np.float64)
@@ -200,7 +217,6 @@ def _pair_geometry(scorer: SGGScorer, items: list[_Item]) -> _Pairs:
     cost += _weighted(scorer.w_l1, l1)
     if not math.isfinite(cost.sum()):  # nan_to_num leaves finite values alone: same as the per-row check
         cost = np.nan_to_num(cost, nan=1e6, posinf=1e6)
-    begins = (np.cumsum(cpg) - cpg).tolist()
     return _Pairs(label_sim, iou, l1, cost, same, begins)
 
 

@@ -20,7 +20,8 @@ from r1vision.tasks.sgg.ground_truth import RowTruth, lookup, predicate_key
 if TYPE_CHECKING:
     from r1vision.tasks.sgg.parse import SceneGraph
 
-_ID = itemgetter(0)
+_ID = itemgetter(0)  # of parse.SGObject
+_SUBJECT, _PREDICATE, _OBJECT = itemgetter(0), itemgetter(1), itemgetter(2)  # of parse.SGRelation
 
 
 def sequential_sums(values: np.ndarray, lengths: list[int]) -> np.ndarray:
@@ -63,17 +64,23 @@ def relation_scores(
     po: list[int] = []
     keys: list[str] = []
     n_pred = []
+    links = [graph.packed_links for graph in graphs]
+    packed = None not in links  # the compiled parser already resolved the ids to object indices
     for graph in graphs:
-        index = dict(zip(map(_ID, graph.objects), range(len(graph.objects)), strict=True))
-        subjects, predicates, objects = zip(*graph.relations, strict=True)
-        ps += map(index.__getitem__, subjects)  # the parser keeps only relations between known ids
-        po += map(index.__getitem__, objects)
-        keys += map(predicate_key, predicates)
-        n_pred.append(len(subjects))
+        keys += map(predicate_key, map(_PREDICATE, graph.relations))
+        n_pred.append(len(graph.relations))
+        if not packed:
+            index = dict(zip(map(_ID, graph.objects), range(len(graph.objects)), strict=True))
+            ps += map(index.__getitem__, map(_SUBJECT, graph.relations))  # the parser keeps only
+            po += map(index.__getitem__, map(_OBJECT, graph.relations))  # relations between known ids
     n_rows = len(graphs)
     prow = np.repeat(np.arange(n_rows), n_pred)
     pcode = lookup(labels, keys)
-    ps_a, po_a = np.array(ps, dtype=np.int64), np.array(po, dtype=np.int64)
+    if packed:
+        pairs = np.frombuffer(b"".join(links), dtype=np.int64)
+        ps_a, po_a = pairs[0::2], pairs[1::2]
+    else:
+        ps_a, po_a = np.array(ps, dtype=np.int64), np.array(po, dtype=np.int64)
 
     n_gt = [len(gt.rel_s) for gt in gts]
     grow = np.repeat(np.arange(n_rows), n_gt)

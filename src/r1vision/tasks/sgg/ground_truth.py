@@ -136,6 +136,8 @@ def _known_relations(gt: GTGraph) -> tuple[tuple[int, ...], tuple[str, ...], tup
     """(subject indices, predicates, object indices) of the GT relations whose ids exist, in order."""
     if not gt.relations:
         return (), (), ()
+    if gt.known is not None:
+        return gt.known
     get = dict(zip(gt.ids, range(len(gt.ids)), strict=True)).get  # a repeated id maps to its last index
     subjects, predicates, objects = zip(*gt.relations, strict=True)
     si, oi = tuple(map(get, subjects)), tuple(map(get, objects))

@@ -20,6 +20,7 @@ from functools import lru_cache
 from operator import itemgetter
 from typing import NamedTuple
 
+from r1vision import compiled
 from r1vision.tasks import fastjson
 from r1vision.tasks.common import completion_text
 
@@ -58,6 +59,10 @@ class SGRelation(NamedTuple):
 class SceneGraph:
     objects: list[SGObject] = field(default_factory=list)
     relations: list[SGRelation] = field(default_factory=list)
+    # Set by the compiled scan (else None), for the batched scores: the boxes packed as float64 x1, y1,
+    # x2, y2 per object, and the relations' (subject, object) object indices packed as int64 pairs.
+    packed_boxes: bytes | None = field(default=None, compare=False, repr=False)
+    packed_links: bytes | None = field(default=None, compare=False, repr=False)
 
     def object_map(self) -> dict[str, SGObject]:
         return {o.id: o for o in self.objects}
@@ -231,6 +236,12 @@ def _build_graph(data: dict, issues: list[str]) -> tuple[SceneGraph | None, str 
         issues.append("too_many_objects")
     if len(raw_relations) > MAX_RELATIONS:
         issues.append("too_many_relations")
+    scan = compiled.scan_answer
+    if scan is not None and len(raw_objects) <= MAX_OBJECTS and len(raw_relations) <= MAX_RELATIONS:
+        # Clean answers in C; None means something needs the loops below (which name the problem).
+        done = scan(raw_objects, raw_relations, SGObject, SGRelation, name_of)
+        if done is not None:
+            return SceneGraph(*done), None
 
     objects: list[SGObject] = []
     seen: set[str] = set()
