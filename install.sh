@@ -2,7 +2,7 @@
 # Install r1vision into ./.venv.
 #   bash install.sh         runtime (CPU torch 2.13.0 without an NVIDIA GPU; GPU stack + vllm/deepspeed with one)
 #   bash install.sh --dev   also the test tools (pytest, ruff, hypothesis) and the svg/deepspeed extras
-# Safe to run again: it only reinstalls when pyproject.toml, the constraints or the mode changed.
+# Safe to run again: it only reinstalls when pyproject.toml, setup.py, the C helpers, the constraints or the mode changed.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 
@@ -24,7 +24,8 @@ fi
 [ "$dev" = 1 ] && extras="$extras,dev,deepspeed"
 
 stamp=.venv/.r1vision-install
-want="$(cat pyproject.toml "$constraints" | sha256sum | cut -c1-16) gpu=$gpu extras=$extras"
+# setup.py and the C source too: the compiled helpers are built at install, a changed source needs a rebuild
+want="$(cat pyproject.toml setup.py src/r1vision/_speedups.c "$constraints" | sha256sum | cut -c1-16) gpu=$gpu extras=$extras"
 if [ -x .venv/bin/r1vision ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   echo "r1vision already installed in .venv ($want)"
   exit 0
@@ -57,4 +58,6 @@ if [ "$gpu" = 0 ] && .venv/bin/python -c "import importlib.util,sys; sys.exit(im
 fi
 
 .venv/bin/python -c "import r1vision, torch, trl, transformers; print(f'r1vision {r1vision.__version__}: torch {torch.__version__}, trl {trl.__version__}, transformers {transformers.__version__}')"
+# The compiled SGG reward helpers are optional (no C compiler: same results, slower); say which one we got.
+.venv/bin/python -c "from r1vision import compiled; print('compiled helpers (r1vision._speedups):', 'built' if compiled.AVAILABLE else 'NOT built: no C compiler or Python headers; the pure-Python paths run (same results, slower)')"
 echo "$want" > "$stamp"

@@ -12,9 +12,11 @@ is GRPO's shape (8 completions per prompt share the ground truth, which is then 
 
     PYTHONPATH=src python benchmarks/bench_sgg_rewards.py [--n 200] [--compare-src OLD/src]
 
-``--compare-src`` also times another checkout's ``make_rewards`` (e.g. ``git archive 8605a90 src | tar -x
--C /tmp/old``, the implementation before vectorisation) on the same cases, in a subprocess, same run;
-the two are timed alternately (``--alternate`` times each) and each keeps its best.
+The same cases are also timed with this checkout's pure-Python paths (``R1VISION_PURE_PYTHON=1``, in a
+subprocess) when the compiled helpers are loaded. ``--compare-src`` also times another checkout's
+``make_rewards`` (e.g. ``git archive 8605a90 src | tar -x -C /tmp/old``, the implementation before
+vectorisation) on the same cases, in a subprocess, same run. The sides are timed alternately
+(``--alternate`` times each) and each keeps its best.
 """
 
 from __future__ import annotations
@@ -129,7 +131,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--compare-src", default=None, help="another checkout's src/ to time on the same cases")
     ap.add_argument("--rounds", type=int, default=5, help="best of this many rounds (CPU time is noisy)")
-    ap.add_argument("--alternate", type=int, default=3, help="with --compare-src: times each side is run")
+    ap.add_argument("--alternate", type=int, default=3, help="times each side is run, alternating")
     args = ap.parse_args()
     distinct = cases_for(args.n, "distinct")
     grouped = cases_for(args.n, "groups of 8")  # a prompt's 8 completions: the same GT, 8 different answers
@@ -149,12 +151,18 @@ def main() -> None:
     def naive(cases):
         return lambda: [naive_scores(t, o, r, (800, 800)) for t, o, r in cases]
 
-    rows, other = [], {}
+    from r1vision import compiled  # here, not at the top: older checkouts import this module too
+
+    rows, other, pure = [], {}, {}
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
     for label, cases in (("distinct", distinct), ("groups of 8", grouped)):
         base = _rate(naive(cases), len(cases), rounds=1)
         fast = (0.0, 0.0)
-        for _ in range(args.alternate if args.compare_src else 1):  # alternate: load changes hit both
+        for _ in range(args.alternate):  # alternate: load changes hit every side
             fast = _best(fast, _rate(ours(cases), len(cases), args.rounds))
+            if compiled.AVAILABLE:  # this checkout without its compiled helpers
+                that = _other_checkout(here, args.n, label, args.rounds, pure=True)
+                pure[label] = _best(pure.get(label, (0.0, 0.0)), that)
             if args.compare_src:
                 that = _other_checkout(args.compare_src, args.n, label, args.rounds)
                 other[label] = _best(other.get(label, (0.0, 0.0)), that)
@@ -169,14 +177,20 @@ def main() -> None:
     for label, base, fast in rows:
         print(f"| {label} | {base[0]:.0f} | {fast[0]:.0f} | {fast[0] / base[0]:.1f}x | {base[1]:.0f} | "
               f"{fast[1]:.0f} | {fast[1] / base[1]:.1f}x | >= 6000 /s per core |")  # fmt: skip
-    if other:
-        print(f"\nthe same cases with {args.compare_src} (a subprocess, same run):")
+    print(f"\ncompiled helpers (r1vision._speedups): {'loaded' if compiled.AVAILABLE else 'NOT loaded'}")
+    for title, table in (
+        ("this checkout with R1VISION_PURE_PYTHON=1 (its pure-Python paths)", pure),
+        (f"{args.compare_src}", other),
+    ):
+        if not table:
+            continue
+        print(f"\nthe same cases with {title} (a subprocess, same run):")
         print(
             "| workload | that checkout /s wall | this /s wall | ratio | that /s CPU | this /s CPU | ratio |"
         )
         print("|---|---|---|---|---|---|---|")
         for label, _, fast in rows:
-            w, c = other[label]
+            w, c = table[label]
             print(f"| {label} | {w:.0f} | {fast[0]:.0f} | {fast[0] / w:.1f}x | {c:.0f} | {fast[1]:.0f} | "
                   f"{fast[1] / c:.1f}x |")  # fmt: skip
 
@@ -196,9 +210,9 @@ print(*_rate(run, len(cases), {rounds}))
 """
 
 
-def _other_checkout(src: str, n: int, label: str, rounds: int) -> tuple[float, float]:
+def _other_checkout(src: str, n: int, label: str, rounds: int, pure: bool = False) -> tuple[float, float]:
     code = _OTHER.format(bench=os.path.dirname(os.path.abspath(__file__)), n=n, label=label, rounds=rounds)
-    env = dict(os.environ, PYTHONPATH=src, OMP_NUM_THREADS="1")
+    env = dict(os.environ, PYTHONPATH=src, OMP_NUM_THREADS="1", R1VISION_PURE_PYTHON="1" if pure else "0")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     wall, cpu = out.stdout.split()[-2:]
     return float(wall), float(cpu)

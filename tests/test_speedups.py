@@ -38,7 +38,7 @@ def pure(monkeypatch):
 
     def run(fn, *args):
         with monkeypatch.context() as m:
-            for name in ("scan_answer", "scan_truth", "pair_geometry", "has_long_digit_run"):
+            for name in ("scan_answer", "scan_truth", "pair_geometry", "relation_hits", "has_long_digit_run"):
                 m.setattr(compiled, name, None)
             return fn(*args)
 
@@ -243,6 +243,61 @@ def test_pair_geometry_rejects_inconsistent_buffers():
         compiled.pair_geometry(box, box, area, one - 1, one + 1, one, one, None, None, 1.0, 1.0, 1.0, 0.0)
     with pytest.raises(ValueError, match="gcode"):
         compiled.pair_geometry(box, box, area, one + 1, one + 1, one, np.zeros(3, np.int64), None, None, 1.0, 1.0, 1.0, 0.0)  # fmt: skip
+
+
+@needs_compiled
+def test_relation_join_equals_the_numpy_path_on_relation_dense_rows(pure):
+    """Many relations per row, repeated predicates and ends, self-relations and unmatched GT objects."""
+    from r1vision.tasks.sgg.scorer import SGGScorer
+
+    rng = random.Random(5)
+    soft_rows = hard_rows = 0
+    for iou_threshold in (0.5, 0.0, 1.0):
+        scorer = SGGScorer("qwen2_vl", iou_threshold=iou_threshold)
+        rows = []
+        for i in range(40):
+            gt = _clean_answer(rng, rng.randint(1, 6), 0)
+            ids = [o["id"] for o in gt["objects"]]
+            gt["relationships"] = [
+                {
+                    "subject": rng.choice(ids),
+                    "predicate": rng.choice(["on", "near"]),
+                    "object": rng.choice(ids),
+                }
+                for _ in range(rng.randint(1, 25))
+            ]
+            answer = json.loads(json.dumps(gt))
+            answer["objects"] = answer["objects"][: rng.randint(1, len(ids))]  # some GT objects unmatched
+            kept = {o["id"] for o in answer["objects"]}
+            answer["relationships"] = [
+                r for r in answer["relationships"] if r["subject"] in kept and r["object"] in kept
+            ] + [{"subject": i, "predicate": "on", "object": i} for i in kept]
+            parsed = parse_scene_graph("<answer>" + json.dumps(answer) + "</answer>")
+            truth = scorer._ground_truth(
+                json.dumps(gt["objects"]), json.dumps(gt["relationships"]), [[900, 900]], None, sized=False
+            )
+            rows.append((i, parsed, truth))
+        fast = batch.batch_scores(scorer, rows)
+        assert fast == pure(batch.batch_scores, scorer, rows)
+        soft_rows += sum(v.edge > 0 for v in fast.values())
+        hard_rows += sum(v.edge_hard > 0 for v in fast.values())
+    assert soft_rows > 30 and hard_rows > 30  # both conditions are exercised
+
+
+@needs_compiled
+def test_relation_join_rejects_out_of_range_indices():
+    one, zero = np.ones(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    # one row: one predicted and one GT relation, both between object 0 and itself
+    n, idx, q, ok = one, zero, np.ones(1) / 2, np.ones(1, bool)
+    args = [n, idx, idx, idx, n, idx, idx, idx, n, idx, idx, idx, q, ok]  # fmt: skip
+    assert compiled.relation_hits(*args) == [(0.25, 1.0)]
+    for position, bad in ((1, one * 3), (5, one * 2), (9, one * 5), (10, one * 7)):
+        broken = list(args)
+        broken[position] = bad
+        with pytest.raises(ValueError, match="out of range"):
+            compiled.relation_hits(*broken)
+    with pytest.raises(ValueError, match="quality"):
+        compiled.relation_hits(*args[:12], np.zeros(3), args[13])
 
 
 @needs_compiled

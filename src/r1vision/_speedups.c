@@ -10,6 +10,8 @@
  * pair_geometry: batch._pair_geometry's numpy arithmetic for every (predicted, GT) pair in one loop,
  * operation for operation (compiled without fused multiply-adds, see setup.py), so values are equal.
  *
+ * relation_hits: batch_relations' join of predicted and GT relations, row by row, with the same sums.
+ *
  * has_long_digit_run: fastjson's test for integer literals orjson would turn into floats.
  *
  * The tests hold every function equal to its Python counterpart on clean, mutated and random inputs.
@@ -407,6 +409,97 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(relation_hits_doc,
+"relation_hits(n_pred, ps, po, pcode, n_gt, rs, ro, gcode, g, gt_offsets, pair_begins, match, quality, ok)\n"
+"    -> list[tuple[float, float]]\n\n"
+"batch_relations.relation_scores' join for a group of rows: per row, (soft sum, hard count) over its GT\n"
+"relations, in GT order. n_pred/n_gt: int64 relations per row; ps/po/pcode: int64 predicted subject and\n"
+"object indices (within the row) and predicate codes; rs/ro/gcode: the same for the GT relations; g:\n"
+"int64 GT objects per row; gt_offsets/pair_begins: int64 starts of each row in match/quality (float64)\n"
+"and ok (bool, pred-major object pairs). Soft adds quality[s] * quality[o] for a GT relation whose\n"
+"matched ends some same-predicate predicted relation joins; hard counts GT relations for which one joins\n"
+"two objects that pass ``ok``.");
+
+static PyObject *relation_hits(PyObject *self, PyObject *args) {
+    Py_buffer b[14];
+    memset(b, 0, sizeof(b));
+    PyObject *result = NULL;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*y*y*y*y*y*y*:relation_hits", &b[0], &b[1], &b[2], &b[3],
+                          &b[4], &b[5], &b[6], &b[7], &b[8], &b[9], &b[10], &b[11], &b[12], &b[13]))
+        return NULL;
+    const Py_ssize_t L = sizeof(long long);
+    const long long *n_pred = b[0].buf, *ps = b[1].buf, *po = b[2].buf, *pcode = b[3].buf;
+    const long long *n_gt = b[4].buf, *rs = b[5].buf, *ro = b[6].buf, *gcode = b[7].buf;
+    const long long *g = b[8].buf, *gt_off = b[9].buf, *pair_begin = b[10].buf, *match = b[11].buf;
+    const double *quality = b[12].buf;
+    const char *ok = b[13].buf;
+    Py_ssize_t rows = b[0].len / L, total_p = 0, total_g = 0;
+    Py_ssize_t n_match = b[11].len / L, n_ok = b[13].len;
+    if (!check_len(&b[4], rows, L, "n_gt") || !check_len(&b[8], rows, L, "g") ||
+        !check_len(&b[9], rows, L, "gt_offsets") || !check_len(&b[10], rows, L, "pair_begins") ||
+        !check_len(&b[12], n_match, sizeof(double), "quality"))
+        goto done;
+    for (Py_ssize_t k = 0; k < rows; k++) {
+        if (n_pred[k] < 0 || n_gt[k] < 0) {
+            PyErr_SetString(PyExc_ValueError, "relation_hits: bad row sizes");
+            goto done;
+        }
+        total_p += n_pred[k];
+        total_g += n_gt[k];
+    }
+    if (!check_len(&b[1], total_p, L, "ps") || !check_len(&b[2], total_p, L, "po") ||
+        !check_len(&b[3], total_p, L, "pcode") || !check_len(&b[5], total_g, L, "rs") ||
+        !check_len(&b[6], total_g, L, "ro") || !check_len(&b[7], total_g, L, "gcode"))
+        goto done;
+    /* every index is checked before use: a wrong one is an error, never a read out of bounds */
+    Py_ssize_t pb = 0, gb = 0;
+    for (Py_ssize_t k = 0; k < rows; k++) {
+        long long gk = g[k], off = gt_off[k], begin = pair_begin[k];
+        for (Py_ssize_t j = gb; j < gb + n_gt[k]; j++)
+            if (rs[j] < 0 || ro[j] < 0 || rs[j] >= gk || ro[j] >= gk || off < 0 || off + gk > n_match)
+                goto bad_index;
+        for (Py_ssize_t i = pb; i < pb + n_pred[k]; i++)
+            if (ps[i] < 0 || po[i] < 0 || begin < 0 || begin + (ps[i] + 1) * gk > n_ok ||
+                begin + (po[i] + 1) * gk > n_ok)
+                goto bad_index;
+        pb += n_pred[k];
+        gb += n_gt[k];
+    }
+    result = PyList_New(rows);
+    if (result == NULL) goto done;
+    pb = gb = 0;
+    for (Py_ssize_t k = 0; k < rows; k++) {
+        long long gk = g[k], off = gt_off[k], begin = pair_begin[k];
+        double soft = 0.0, hard = 0.0;
+        for (Py_ssize_t j = gb; j < gb + n_gt[k]; j++) {
+            long long ms = match[off + rs[j]], mo = match[off + ro[j]];
+            int soft_hit = 0, hard_hit = 0;
+            for (Py_ssize_t i = pb; i < pb + n_pred[k] && !(soft_hit && hard_hit); i++) {
+                if (pcode[i] != gcode[j]) continue;
+                soft_hit |= ps[i] == ms && po[i] == mo; /* an unmatched end (-1) equals no index */
+                hard_hit |= ok[begin + ps[i] * gk + rs[j]] && ok[begin + po[i] * gk + ro[j]];
+            }
+            if (soft_hit) soft += quality[off + rs[j]] * quality[off + ro[j]];
+            hard += hard_hit;
+        }
+        PyObject *pair = Py_BuildValue("(dd)", soft, hard);
+        if (pair == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, k, pair);
+        pb += n_pred[k];
+        gb += n_gt[k];
+    }
+    goto done;
+bad_index:
+    PyErr_SetString(PyExc_ValueError, "relation_hits: an index is out of range");
+done:
+    for (int i = 0; i < 14; i++)
+        if (b[i].obj) PyBuffer_Release(&b[i]);
+    return result;
+}
+
 PyDoc_STRVAR(has_long_digit_run_doc,
 "has_long_digit_run(text, n) -> bool\n\nWhether ``text`` (str) holds ``n`` or more consecutive ASCII digits.");
 
@@ -437,6 +530,7 @@ static PyMethodDef methods[] = {
     {"scan_answer", scan_answer, METH_VARARGS, scan_answer_doc},
     {"scan_truth", scan_truth, METH_VARARGS, scan_truth_doc},
     {"pair_geometry", pair_geometry, METH_VARARGS, pair_geometry_doc},
+    {"relation_hits", relation_hits, METH_VARARGS, relation_hits_doc},
     {"has_long_digit_run", has_long_digit_run, METH_VARARGS, has_long_digit_run_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -7,6 +7,7 @@ at call time, so a test can switch them off:
 
 - ``scan_answer`` / ``scan_truth``: the SGG answer and ground-truth builders' clean path;
 - ``pair_geometry``: the SGG matching geometry of a chunk of rows;
+- ``relation_hits``: the SGG edge scores' join of predicted and GT relations;
 - ``has_long_digit_run``: :mod:`r1vision.tasks.fastjson`'s check for integers orjson would turn to floats.
 """
 
@@ -17,10 +18,10 @@ import os
 try:
     if os.environ.get("R1VISION_PURE_PYTHON", "") not in ("", "0"):
         raise ImportError("R1VISION_PURE_PYTHON is set")
-    from r1vision._speedups import has_long_digit_run, pair_geometry, scan_answer, scan_truth
+    from r1vision._speedups import has_long_digit_run, pair_geometry, relation_hits, scan_answer, scan_truth
 except ImportError:
-    scan_answer = scan_truth = pair_geometry = has_long_digit_run = None
+    scan_answer = scan_truth = pair_geometry = relation_hits = has_long_digit_run = None
 
 AVAILABLE = scan_answer is not None
 
-__all__ = ["AVAILABLE", "has_long_digit_run", "pair_geometry", "scan_answer", "scan_truth"]
+__all__ = ["AVAILABLE", "has_long_digit_run", "pair_geometry", "relation_hits", "scan_answer", "scan_truth"]

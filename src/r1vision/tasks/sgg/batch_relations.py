@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from r1vision import compiled
 from r1vision.tasks.sgg.ground_truth import RowTruth, lookup, predicate_key
 
 if TYPE_CHECKING:
@@ -87,6 +88,16 @@ def relation_scores(
     rs = np.concatenate([gt.rel_s for gt in gts])
     ro = np.concatenate([gt.rel_o for gt in gts])
     gcode = np.concatenate([gt.pred_codes for gt in gts])
+    kernel = compiled.relation_hits
+    if kernel is not None:  # the same join and sums, row by row in one compiled loop
+        as64 = np.ascontiguousarray
+        return kernel(
+            np.array(n_pred, dtype=np.int64), as64(ps_a), as64(po_a), pcode, np.array(n_gt, dtype=np.int64),
+            as64(rs, dtype=np.int64), as64(ro, dtype=np.int64), as64(gcode, dtype=np.int64),
+            np.array([gt.n for gt in gts], dtype=np.int64), np.array(gt_offsets, dtype=np.int64),
+            np.array(pair_begins, dtype=np.int64), as64(match, dtype=np.int64), as64(quality, dtype=np.float64),
+            as64(ok, dtype=np.bool_),
+        )  # fmt: skip
     offset = np.repeat(np.array(gt_offsets, dtype=np.int64), n_gt)
     qs, qo = quality[rs + offset], quality[ro + offset]
 
