@@ -291,7 +291,8 @@ def test_relation_join_rejects_out_of_range_indices():
     n, idx, q, ok = one, zero, np.ones(1) / 2, np.ones(1, bool)
     args = [n, idx, idx, idx, n, idx, idx, idx, n, idx, idx, idx, q, ok]  # fmt: skip
     assert compiled.relation_hits(*args) == [(0.25, 1.0)]
-    for position, bad in ((1, one * 3), (5, one * 2), (9, one * 5), (10, one * 7)):
+    huge = one * 2**62  # products of indices must not overflow past the checks
+    for position, bad in ((1, one * 3), (5, one * 2), (9, one * 5), (10, one * 7), (1, huge), (8, huge)):
         broken = list(args)
         broken[position] = bad
         with pytest.raises(ValueError, match="out of range"):

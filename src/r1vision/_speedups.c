@@ -185,14 +185,18 @@ static PyObject *scan_answer(PyObject *self, PyObject *args) {
         int ok = read_object(PyList_GET_ITEM(objects, i), i, index, 1, v, &id);
         if (ok < 0) goto done;
         if (!ok) goto unclean;
+        Py_INCREF(id); /* held across name_of, which is Python code */
         PyObject *name = PyObject_CallOneArg(name_of, id);
-        if (name == NULL) goto done;
+        if (name == NULL) {
+            Py_DECREF(id);
+            goto done;
+        }
         PyObject *tbox = float_tuple(v);
         if (tbox == NULL) {
+            Py_DECREF(id);
             Py_DECREF(name);
             goto done;
         }
-        Py_INCREF(id);
         PyObject *item = new_triple(obj_type, id, name, tbox);
         if (item == NULL) goto done;
         PyList_SET_ITEM(out_objs, i, item);
@@ -337,6 +341,10 @@ static PyObject *pair_geometry(PyObject *self, PyObject *args) {
         total_p += np_[k];
         total_g += ng_[k];
         cells += np_[k] * ng_[k];
+        if (cells > PY_SSIZE_T_MAX / 16) {
+            PyErr_SetString(PyExc_ValueError, "pair_geometry: too many pairs");
+            goto done;
+        }
     }
     if (!check_len(&pred, total_p * 4, sizeof(double), "pred") ||
         !check_len(&gt, total_g * 4, sizeof(double), "gt") ||
@@ -455,13 +463,14 @@ static PyObject *relation_hits(PyObject *self, PyObject *args) {
     Py_ssize_t pb = 0, gb = 0;
     for (Py_ssize_t k = 0; k < rows; k++) {
         long long gk = g[k], off = gt_off[k], begin = pair_begin[k];
+        /* compared without products, so no check can overflow */
+        if (gk < 0 || off < 0 || begin < 0 || off > n_match || gk > n_match - off || begin > n_ok)
+            goto bad_index;
+        long long blocks = gk ? (n_ok - begin) / gk : 0; /* whole predicted blocks after ``begin`` */
         for (Py_ssize_t j = gb; j < gb + n_gt[k]; j++)
-            if (rs[j] < 0 || ro[j] < 0 || rs[j] >= gk || ro[j] >= gk || off < 0 || off + gk > n_match)
-                goto bad_index;
-        for (Py_ssize_t i = pb; i < pb + n_pred[k]; i++)
-            if (ps[i] < 0 || po[i] < 0 || begin < 0 || begin + (ps[i] + 1) * gk > n_ok ||
-                begin + (po[i] + 1) * gk > n_ok)
-                goto bad_index;
+            if (rs[j] < 0 || ro[j] < 0 || rs[j] >= gk || ro[j] >= gk) goto bad_index;
+        for (Py_ssize_t i = pb; i < pb + n_pred[k] && n_gt[k]; i++)
+            if (ps[i] < 0 || po[i] < 0 || ps[i] >= blocks || po[i] >= blocks) goto bad_index;
         pb += n_pred[k];
         gb += n_gt[k];
     }
