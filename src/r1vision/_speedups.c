@@ -67,11 +67,24 @@ static int read_box(PyObject *box, double out[4], int checked) {
 /* dict[key] as a borrowed reference; NULL with no error set when absent. */
 static PyObject *get(PyObject *d, PyObject *key) { return PyDict_GetItemWithError(d, key); }
 
-static PyObject *float_tuple(const double v[4]) {
+/* Floats for the integer coordinates models write most (0..4095): shared, immutable, never allocated per
+ * box. A reward call otherwise allocates four floats per object of every answer it parses. */
+#define SMALL_FLOATS 4096
+static PyObject *small_float[SMALL_FLOATS];
+
+/* The box tuple of ``float(x)`` for the four numbers of ``src`` (their values in ``v``): an exact float is
+ * itself (as float(x) returns it), an integer's float is shared when small. */
+static PyObject *float_tuple(PyObject *src, const double v[4]) {
     PyObject *t = PyTuple_New(4);
     if (t == NULL) return NULL;
     for (int i = 0; i < 4; i++) {
-        PyObject *f = PyFloat_FromDouble(v[i]);
+        PyObject *item = PyList_GET_ITEM(src, i), *f;
+        if (PyFloat_CheckExact(item))
+            f = Py_NewRef(item);
+        else if (v[i] >= 0 && v[i] < SMALL_FLOATS) /* an int here, so v[i] is integral */
+            f = Py_NewRef(small_float[(int)v[i]]);
+        else
+            f = PyFloat_FromDouble(v[i]);
         if (f == NULL) {
             Py_DECREF(t);
             return NULL;
@@ -126,9 +139,9 @@ static Py_ssize_t index_of(PyObject *index, PyObject *key) {
 /* One object of a decoded list: checks it, reads its box into ``box`` and records id -> ``i`` in
  * ``index``. ``answer``: the answer parser's rules (ids need no stripping; "bbox", else "box"; boxes finite
  * and not inverted), else the ground truth's ("bbox" only, any float values). Repeated ids are never clean.
- * Returns 1 (clean; ``*id_out`` borrowed), 0 (not clean) or -1 (error). */
+ * Returns 1 (clean; ``*id_out`` and the box list ``*box_out`` borrowed), 0 (not clean) or -1 (error). */
 static int read_object(PyObject *raw, Py_ssize_t i, PyObject *index, int answer, double box[4],
-                       PyObject **id_out) {
+                       PyObject **id_out, PyObject **box_out) {
     if (!PyDict_CheckExact(raw)) return 0;
     PyObject *id = get(raw, k_id);
     if (id == NULL) return PyErr_Occurred() ? -1 : 0;
@@ -149,6 +162,7 @@ static int read_object(PyObject *raw, Py_ssize_t i, PyObject *index, int answer,
     Py_DECREF(pos);
     if (err < 0) return -1;
     *id_out = id;
+    *box_out = raw_box;
     return 1;
 }
 
@@ -180,9 +194,9 @@ static PyObject *scan_answer(PyObject *self, PyObject *args) {
     long long *link_data = (long long *)PyBytes_AS_STRING(links);
 
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(objects) && i < n; i++) {
-        PyObject *id = NULL;
+        PyObject *id = NULL, *box = NULL;
         double *v = box_data + 4 * i;
-        int ok = read_object(PyList_GET_ITEM(objects, i), i, index, 1, v, &id);
+        int ok = read_object(PyList_GET_ITEM(objects, i), i, index, 1, v, &id, &box);
         if (ok < 0) goto done;
         if (!ok) goto unclean;
         Py_INCREF(id); /* held across name_of, which is Python code */
@@ -191,7 +205,7 @@ static PyObject *scan_answer(PyObject *self, PyObject *args) {
             Py_DECREF(id);
             goto done;
         }
-        PyObject *tbox = float_tuple(v);
+        PyObject *tbox = float_tuple(box, v);
         if (tbox == NULL) {
             Py_DECREF(id);
             Py_DECREF(name);
@@ -256,8 +270,8 @@ static PyObject *scan_truth(PyObject *self, PyObject *args) {
     double *box_data = (double *)PyByteArray_AS_STRING(boxes);
 
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *id = NULL;
-        int ok = read_object(PyList_GET_ITEM(objects, i), i, index, 0, box_data + 4 * i, &id);
+        PyObject *id = NULL, *box = NULL;
+        int ok = read_object(PyList_GET_ITEM(objects, i), i, index, 0, box_data + 4 * i, &id, &box);
         if (ok < 0) goto done;
         if (!ok) goto unclean; /* repeated GT ids too: the Python conversion keeps its last-index rule */
         PyTuple_SET_ITEM(ids, i, Py_NewRef(id));
@@ -558,5 +572,7 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     k_predicate = PyUnicode_InternFromString("predicate");
     k_object = PyUnicode_InternFromString("object");
     if (!k_id || !k_bbox || !k_box || !k_subject || !k_predicate || !k_object) return NULL;
+    for (int i = 0; i < SMALL_FLOATS; i++)
+        if ((small_float[i] = PyFloat_FromDouble((double)i)) == NULL) return NULL;
     return PyModule_Create(&module);
 }
