@@ -75,7 +75,6 @@ def relation_scores(
             ps += map(index.__getitem__, map(_SUBJECT, graph.relations))  # the parser keeps only
             po += map(index.__getitem__, map(_OBJECT, graph.relations))  # relations between known ids
     n_rows = len(graphs)
-    prow = np.repeat(np.arange(n_rows), n_pred)
     pcode = lookup(labels, keys)
     if packed:
         pairs = np.frombuffer(b"".join(links), dtype=np.int64)
@@ -84,7 +83,6 @@ def relation_scores(
         ps_a, po_a = np.array(ps, dtype=np.int64), np.array(po, dtype=np.int64)
 
     n_gt = [len(gt.rel_s) for gt in gts]
-    grow = np.repeat(np.arange(n_rows), n_gt)
     rs = np.concatenate([gt.rel_s for gt in gts])
     ro = np.concatenate([gt.rel_o for gt in gts])
     gcode = np.concatenate([gt.pred_codes for gt in gts])
@@ -98,6 +96,7 @@ def relation_scores(
             np.array(pair_begins, dtype=np.int64), as64(match, dtype=np.int64), as64(quality, dtype=np.float64),
             as64(ok, dtype=np.bool_),
         )  # fmt: skip
+    prow, grow = np.repeat(np.arange(n_rows), n_pred), np.repeat(np.arange(n_rows), n_gt)
     offset = np.repeat(np.array(gt_offsets, dtype=np.int64), n_gt)
     qs, qo = quality[rs + offset], quality[ro + offset]
 
