@@ -182,8 +182,6 @@ def test_scan_truth_equals_the_python_conversion(pure):
 
 def _chunk(rng: random.Random, n_rows: int, scorer):
     """Parsed rows with their ground truth, as batch.batch_scores receives them."""
-    from r1vision.tasks.sgg.scorer import _key
-
     rows = []
     for i in range(n_rows):
         gt = _clean_answer(rng, rng.randint(1, 12), rng.randint(0, 10))
@@ -201,8 +199,9 @@ def _chunk(rng: random.Random, n_rows: int, scorer):
         objs, rels = json.dumps(gt["objects"]), json.dumps(gt["relationships"])
         size = [[rng.randint(200, 1500), rng.randint(200, 1500)]]
         truth = scorer._ground_truth(objs, rels, size, None, sized=False)
-        rows.append((i, parsed, truth, _key(size)))
-    return [(i, p, g) for i, p, g, _ in rows if p.ok]
+        if parsed.ok:
+            rows.append((i, parsed, truth))
+    return rows
 
 
 @pytest.mark.parametrize(
