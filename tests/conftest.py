@@ -47,35 +47,3 @@ def color_dir(tmp_path_factory) -> Path:
     synth_color(root, 16, seed=0, split="train")
     synth_color(root, 8, seed=0, split="test")
     return root
-
-
-def varied_reward(prompts, completions, **kwargs):
-    """A reward with spread across a group, so GRPO advantages (and gradients) are non-zero."""
-    out = []
-    for c in completions:
-        text = c if isinstance(c, str) else c[-1]["content"]
-        out.append(len(set(text)) / 10.0)
-    return out
-
-
-def grpo_args(out_dir, **overrides):
-    """Small, fast GRPO settings for CPU tests."""
-    from r1vision.trainer.config import VisionGRPOConfig
-
-    base = dict(
-        output_dir=str(out_dir),
-        per_device_train_batch_size=4,
-        num_generations=4,
-        max_completion_length=8,
-        max_steps=2,
-        logging_steps=1,
-        use_cpu=True,
-        report_to=[],
-        learning_rate=1e-2,
-        save_strategy="no",
-        max_pixels=56 * 56,
-        seed=0,
-        disable_tqdm=True,
-    )
-    base.update(overrides)
-    return VisionGRPOConfig(**base)

@@ -2,7 +2,7 @@
 
 For every file in ``configs/recipes/`` and the model family it is written for (``color_smoke``: all three
 families plus the project's own tiny fixture), on tiny random-weight models built from the real Hub files
-in ``../shared/data/realcfg`` (real 151,936-token tokenizer, chat template, preprocessor config; only size
+in ``tests/fixtures/realcfg`` (real 151,936-token tokenizer, chat template, preprocessor config; only size
 fields of config.json shrunk): ``sft`` (for the SFT recipe) → ``grpo`` → ``infer`` on the GRPO output (a
 LoRA adapter folder for the SVG recipes) → ``eval``. Asserted: every exit code, metrics.csv one row per step,
 weights changed wherever a gradient was logged, and the saved folder loads with plain
@@ -32,9 +32,9 @@ from pathlib import Path
 
 import pytest
 
-from test_userpath import stock_load
+from tests.helpers.paths import ROOT
+from tests.helpers.stock import stock_load
 
-ROOT = Path(__file__).resolve().parents[1]
 RECIPES = ROOT / "configs" / "recipes"
 LONG = ["--max_completion_length", "16"]  # the one length override; see the module docstring
 
@@ -48,7 +48,7 @@ CHAINS = {
     "geometry_grpo-qwen2_5_vl": (["geometry_grpo.yaml"], "real:qwen2_5_vl", "geometry", LONG),
     "svg_grpo-qwen3_vl": (["svg_grpo.yaml"], "real:qwen3_vl", "svg", LONG),
     "svg_grpo_24gb-qwen2_5_vl": (["svg_grpo_24gb.yaml"], "real:qwen2_5_vl", "svg", LONG),
-    # Per-rank vLLM servers need vLLM (tests/test_vllm_server_cpu.py runs them in .venv-vllm); here the
+    # Per-rank vLLM servers need vLLM (tests/generation/test_vllm_server.py runs them in .venv-vllm); here the
     # recipe runs with HF generation, everything else as shipped (LoRA, frozen tower, lengths).
     "sgg_grpo_24gb-qwen2_5_vl": (
         ["sgg_grpo_24gb.yaml"],
@@ -87,7 +87,7 @@ def test_every_recipe_is_covered():
 def _model(spec: str) -> str:
     kind, family = spec.split(":")
     if kind == "real":
-        from r1vision.testing.realcfg import realcfg_model_path
+        from tests.helpers.realcfg import realcfg_model_path
 
         return str(realcfg_model_path(family))
     from r1vision.testing.tiny import tiny_model_path

@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from cli_args import quick_train_args
 from r1vision.cli import main
 from r1vision.vision.records import RecordWriter, read_predictions
+from tests.helpers.cli import quick_train_args
 
 
 @pytest.fixture(scope="module")

@@ -3,14 +3,12 @@ each combination that cannot work is refused before any GPU is touched."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from r1vision.cli import main as cli_main
 from r1vision.dry_run import plan
+from tests.helpers.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 RECIPES = ROOT / "configs" / "recipes"
 
 # recipe -> (command, model when the recipe names none, dry-run flags for the layout it is meant for)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers.paths import ROOT
+
 PACKAGE = ROOT / "src" / "r1vision"
 README = ROOT / "README.md"
 # The shared task modules are the plain modules of tasks/; its sub-packages are the tasks.
@@ -24,7 +25,9 @@ def documented_layers() -> list[list[str]]:
     for line in section.splitlines():
         match = re.match(r"^\d+\. (.*?)(?: — |$)", line)
         if match:
-            names = re.findall(r"`([\w.]+?)(?:/|\.py|\.c)`", match.group(1))  # packages, modules, C extensions
+            names = re.findall(
+                r"`([\w.]+?)(?:/|\.py|\.c)`", match.group(1)
+            )  # packages, modules, C extensions
             layers.append(names)
     return layers
 

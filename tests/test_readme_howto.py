@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from r1vision.cli import main
+from tests.helpers.paths import ROOT
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = ROOT / "README.md"
 # Fast settings appended to the README's training commands (the commands themselves stay as written).
 FAST = {
     "sft": ["--max_steps", "1", "--per_device_train_batch_size", "4", "--max_pixels", "3136", "--use_cpu", "true",

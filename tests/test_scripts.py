@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers.paths import ROOT, env_with_src
+
 SCRIPTS = sorted((ROOT / "scripts").rglob("*.sh"))
 
 STUB_SRUN = r"""#!/usr/bin/env bash
@@ -294,3 +295,38 @@ def test_sbatch_sft_and_infer_steps_request_resources(fake_slurm, script, comman
     for argv in launches:
         assert argv[argv.index("r1vision.cli") + 1] == command
     _srun_steps_request_resources(log, cpus="32")
+
+
+# ------------------------------------------------------------------------------------------- 7. launchers
+def test_launchers_without_gpu_keep_relative_paths(tiny_model, color_dir, tmp_path):
+    """Without nvidia-smi and NUM_GPUS the launchers exited 127 silently and cd'ed to the repo root."""
+    path = ":".join(p for p in os.environ["PATH"].split(":") if not (Path(p) / "nvidia-smi").exists())
+    env = env_with_src(PATH=path, PYTHON=sys.executable)
+    env.pop("NUM_GPUS", None)
+    os.symlink(tiny_model("qwen2_vl"), tmp_path / "m")
+    os.symlink(color_dir, tmp_path / "data")
+    sft = ["bash", str(ROOT / "scripts/sft/local.sh"), "--model", "m", "--dataset", "data", "--task", "color"]
+    sft += [
+        "--output_dir",
+        "out",
+        "--max_steps",
+        "1",
+        "--per_device_train_batch_size",
+        "2",
+        "--max_pixels",
+        "3136",
+    ]
+    proc = subprocess.run(sft, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "no GPU found" in proc.stderr and (tmp_path / "out" / "model.safetensors").exists()
+    infer = ["bash", str(ROOT / "scripts/inference/local.sh"), "--task", "color", "--model", "out"]
+    infer += ["--dataset", "data", "--out", "preds", "--limit", "2", "--max-new-tokens", "4"]
+    proc = subprocess.run(infer, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (tmp_path / "preds" / "metrics.json").exists()
+    zero3 = subprocess.run(["bash", str(ROOT / "scripts/grpo/local_zero3.sh"), "--model", "m"], cwd=tmp_path,
+                           env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert zero3.returncode == 2 and "no GPU found" in zero3.stderr and "local_ddp.sh" in zero3.stderr
+    for script in ("sft/local.sh", "inference/local.sh", "grpo/local_ddp.sh", "grpo/local_zero3.sh"):
+        text = (ROOT / "scripts" / script).read_text()
+        assert 'cd "$ROOT"' not in text and "\npython " not in text and " python -m" not in text, script

@@ -1,4 +1,4 @@
-"""``import r1vision`` and ``r1vision --help`` import neither torch nor transformers (issue 16), and the
+"""``import r1vision`` and ``r1vision --help`` import neither torch nor transformers, and the
 image-only processors are still registered before any processor loads."""
 
 from __future__ import annotations
@@ -6,9 +6,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-SRC = str(Path(__file__).resolve().parents[1] / "src")
+from tests.helpers.paths import ROOT
+
+SRC = str(ROOT / "src")
 
 
 def run(code: str) -> str:

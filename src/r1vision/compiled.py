@@ -2,7 +2,7 @@
 
 They are built at install when a C compiler is present (``setup.py``; the install succeeds without one)
 and are switched off by ``R1VISION_PURE_PYTHON=1``. Every caller keeps a pure-Python path that gives the
-same results (``tests/test_speedups.py`` holds the two equal) and reads these names through this module
+same results (``tests/test_compiled.py`` holds the two equal) and reads these names through this module
 at call time, so a test can switch them off:
 
 - ``scan_answer`` / ``scan_truth``: the SGG answer and ground-truth builders' clean path;

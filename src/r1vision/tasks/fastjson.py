@@ -5,7 +5,7 @@ records) 2-3x faster than :mod:`json`. It differs from :mod:`json` on inputs tha
 it rejects ``NaN``/``Infinity``, lone surrogates and numbers beyond float range (we then fall back to
 :mod:`json`, which accepts them), and it turns integers beyond 64 bits into floats (so text with a run of
 19 or more digits goes to :mod:`json` directly). Every other document decodes to equal values of the
-same types; ``tests/test_fastjson.py`` checks both the agreement and the fallbacks.
+same types; ``tests/tasks/test_fastjson.py`` checks both the agreement and the fallbacks.
 """
 
 from __future__ import annotations

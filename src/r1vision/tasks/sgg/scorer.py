@@ -7,7 +7,7 @@ and each score set is cached per (text, row). Label comparisons run on integer c
 of a call together: their ground truth is converted in one go (:mod:`ground_truth`) and their matching
 and relation scores are flat array operations over all rows (:mod:`batch`); :meth:`SGGScorer._score` is
 the per-row reference they equal. Summations keep the order of the straightforward loops, so values are
-bit-identical to them (``tests/test_sgg_reward_golden.py``).
+bit-identical to them (``tests/tasks/sgg/test_scorer.py``).
 
 Scores (all in [0, 1]; see :mod:`rewards` and :mod:`f1` for the definitions):
 

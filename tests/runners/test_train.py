@@ -1,0 +1,51 @@
+"""The ``sft``/``grpo`` runners: output folders that hold a run, refusals as messages."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers.paths import ROOT
+from tests.helpers.training import grpo_args, varied_reward
+
+RECIPES = sorted((ROOT / "configs" / "recipes").glob("*.yaml"))
+
+
+# ------------------------------------------------------------------------------------------- 9. reruns
+def test_training_into_a_used_output_dir_refuses(tiny_model, color_dir, tmp_path):
+    """A rerun silently replaced the weights and cut metrics.csv."""
+    from r1vision.tasks import get_task
+    from r1vision.trainer.checkpoint import OutputDirInUseError
+    from r1vision.trainer.grpo import VisionGRPOTrainer
+
+    rows = get_task("color").load(str(color_dir), split="train")
+    out = tmp_path / "run"
+    out.mkdir()
+    metrics = "step,epoch,loss\n" + "".join(f"{i},0.1,0.5\n" for i in range(1, 11))
+    (out / "metrics.csv").write_text(metrics)
+    trainer = VisionGRPOTrainer(
+        tiny_model("qwen2_vl"), varied_reward, args=grpo_args(out), train_dataset=rows
+    )
+    with pytest.raises(OutputDirInUseError, match="metrics.csv with 10 row.*--overwrite_output_dir"):
+        trainer.train()
+    assert (out / "metrics.csv").read_text() == metrics
+    trainer = VisionGRPOTrainer(
+        tiny_model("qwen2_vl"), varied_reward, args=grpo_args(out, overwrite_output_dir=True, max_steps=1),
+        train_dataset=rows,
+    )  # fmt: skip
+    trainer.train()
+    assert len((out / "metrics.csv").read_text().splitlines()) == 2  # header + the new run's one step
+    assert grpo_args(tmp_path / "x", resume_from_checkpoint="last").resume_from_checkpoint is True
+
+
+def test_cli_rerun_refusal_is_a_message_not_a_traceback(tiny_model, color_dir, tmp_path, capsys):
+    """From the command line: exit 2 and the message, like every other bad-input error."""
+    from r1vision.cli import main
+
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "metrics.csv").write_text("step,epoch,loss\n1,0.1,0.5\n")
+    argv = ["grpo", "--config", "color_smoke", "--model", tiny_model("qwen2_vl"), "--dataset", str(color_dir),
+            "--output_dir", str(out), "--max_steps", "1", "--use_cpu", "true"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "already holds a run" in err and "--overwrite_output_dir" in err and "Traceback" not in err

@@ -1,0 +1,165 @@
+"""Scoring in the render workers: degenerate outputs never beat a real
+attempt, the default canvas separates real damage, and the reward math runs in the render workers."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from benchmarks.svg_degrade import KINDS, degrade, figure
+
+from r1vision.tasks.svg import rewards as rewards_module
+from r1vision.tasks.svg import score as score_module
+from r1vision.tasks.svg.render import default_pool
+from r1vision.tasks.svg.rewards import RewardConfig, SVGScorer, canvas_size, make_rewards
+from r1vision.tasks.svg.score import compare
+
+DEGENERATE = ("one box", "canvas colour", "blank")
+REAL = ("labels wrong", "jitter +-8", "75% boxes dropped")
+
+
+def _visual(scorer: SVGScorer, gt_svg: str, completions: list[str]) -> list[float]:
+    (spec,) = make_rewards(scorer=scorer, combined=True)
+    return spec.func(None, completions, svg_gt=[gt_svg] * len(completions))
+
+
+@pytest.fixture(scope="module")
+def figures():
+    rng = random.Random(3)
+    # ~1000 px diagrams (the issue's case) on white and on a coloured canvas
+    return [figure(rng), figure(rng, background="#F3F0E6"), figure(rng), figure(rng, background="#E8F0FF")]
+
+
+def test_degenerate_outputs_never_beat_a_real_attempt(figures):
+    scorer = SVGScorer(pool=default_pool())
+    for k, (gt, _, _) in enumerate(figures):
+        values = dict(
+            zip(
+                KINDS,
+                _visual(scorer, gt, [degrade(gt, kind, random.Random(k)) for kind in KINDS]),
+                strict=True,
+            )
+        )
+        assert values["identical"] == pytest.approx(1.0, abs=1e-3)
+        assert max(values[d] for d in DEGENERATE) < min(values[r] for r in REAL), values
+        # an empty page earns only svg_valid (0.1 of the weights) plus at most a trace of overlap
+        assert values["blank"] < 0.15 and values["canvas colour"] < 0.15, values
+
+
+NS = 'xmlns="http://www.w3.org/2000/svg"'
+# A 1200 x 900 figure of thin light-grey strokes and small text: at 256 px it has almost no local contrast.
+LOW_CONTRAST = (
+    f'<svg {NS} width="1200" height="900" viewBox="0 0 1200 900">'
+    + "".join(
+        f'<rect x="{100 + 250 * i}" y="{300 + (i % 2) * 200}" width="180" height="90" fill="none" '
+        f'stroke="#AAAAAA" stroke-width="1"/><text x="{120 + 250 * i}" y="{350 + (i % 2) * 200}" '
+        f'font-size="11" fill="#888888">Block {i}</text>'
+        for i in range(4)
+    )
+    + '<line x1="280" y1="345" x2="350" y2="545" stroke="#AAAAAA" stroke-width="1"/></svg>'
+)
+
+
+def test_blank_page_has_no_structure_credit_on_low_contrast_figures():
+    """Before: when neither image had contrast at the canvas size, svg_ssim was 1.0 for an empty SVG."""
+    blank = f'<svg {NS} width="1200" height="900" viewBox="0 0 1200 900"></svg>'
+    pool = default_pool()
+    for size in (256, 512):
+        cw, ch = canvas_size(1200, 900, size)
+        gt, empty = pool.render_many([LOW_CONTRAST, blank], cw, ch)
+        terms = compare(gt.image, empty.image)
+        assert terms["ssim"] < 0.1 and terms["pixel"] == 0.0 and terms["edge"] == 0.0, (size, terms)
+    shifted = LOW_CONTRAST.replace(
+        'viewBox="0 0 1200 900">', 'viewBox="0 0 1200 900"><g transform="translate(4,3)">'
+    )
+    shifted = shifted.replace("</svg>", "</g></svg>")
+    real, empty = _visual(SVGScorer(pool=pool), LOW_CONTRAST, [shifted, blank])
+    assert empty < 0.15 < real, (empty, real)
+
+
+def test_copy_of_the_canvas_colour_earns_nothing(figures):
+    """Before: ink was 1 - rgb, so a page filled with a coloured figure's canvas colour matched its ink."""
+    gt_svg, w, h = figures[1]
+    cw, ch = canvas_size(w, h, 512)
+    gt, copy = default_pool().render_many(
+        [gt_svg, degrade(gt_svg, "canvas colour", random.Random(0))], cw, ch
+    )
+    terms = compare(gt.image, copy.image)
+    assert terms["pixel"] < 0.02 and terms["edge"] == 0.0 and terms["ssim"] < 0.1, terms
+
+
+def test_default_canvas_separates_real_damage(figures):
+    """Before (256 px): every label wrong 0.995, jitter 0.978, 75 % dropped 0.820 on svg_ssim."""
+    assert RewardConfig().size >= 512
+    scorer = SVGScorer(pool=default_pool())
+    means = {}
+    kinds = ("identical", *REAL, "one box", "blank")
+    for k, (gt, _, _) in enumerate(figures):
+        for kind, value in zip(
+            kinds, _visual(scorer, gt, [degrade(gt, kind, random.Random(k)) for kind in kinds]), strict=True
+        ):
+            means.setdefault(kind, []).append(value)
+    means = {kind: float(np.mean(v)) for kind, v in means.items()}
+    assert means["labels wrong"] < 0.985, means
+    assert means["jitter +-8"] < 0.8 and means["75% boxes dropped"] < 0.7, means
+    ordered = [means[kind] for kind in kinds]
+    assert ordered == sorted(ordered, reverse=True), means  # monotone in the damage
+
+
+def test_scoring_runs_in_the_workers(figures, monkeypatch):
+    """The trainer process only dispatches: with the scoring math broken here, rewards are unchanged."""
+    gt_svg, w, h = figures[2]
+    completions = [degrade(gt_svg, kind, random.Random(0)) for kind in ("identical", "jitter +-8", "blank")]
+    before = _visual(SVGScorer(pool=default_pool()), gt_svg, completions)
+
+    def broken(*args, **kwargs):
+        raise AssertionError("scored in the trainer process")
+
+    monkeypatch.setattr(score_module, "score", broken)
+    monkeypatch.setattr(score_module, "prepare", broken)
+    monkeypatch.setattr(rewards_module, "compare", broken)
+    after = _visual(SVGScorer(pool=default_pool()), gt_svg, completions)
+    assert after == pytest.approx(before) and after[0] > after[1] > after[2]
+
+
+def test_worker_scores_equal_in_process_math(figures):
+    gt_svg, w, h = figures[3]
+    cw, ch = canvas_size(w, h, 512)
+    pred_svg = degrade(gt_svg, "jitter +-8", random.Random(1))
+    pool = default_pool()
+    gt, pred = pool.render_many([gt_svg, pred_svg], cw, ch)
+    (scored,) = pool.render_many(
+        [pred_svg], cw, ch, gts=[("k", gt.image)], score=RewardConfig().compare_fields(), extras=True
+    )
+    expected = compare(gt.image, pred.image)
+    assert scored.image is None and scored.scores == pytest.approx(expected, abs=1e-6)
+
+
+def test_worker_missing_a_ground_truth_asks_for_it_again():
+    """The parent's mirror of a worker's ground-truth cache can be wrong; the worker then answers need_gt."""
+    from r1vision.tasks.svg.render import RenderPool
+
+    svg = f'<svg {NS} width="40" height="30"><rect x="5" y="5" width="20" height="10"/></svg>'
+    with RenderPool(workers=1) as pool:
+        gt = pool.render(svg, 40, 30).image
+        pool.start()
+        pool._workers[0].gts["never-sent"] = None  # the mirror believes the worker has it
+        (result,) = pool.render_many(
+            [svg], 40, 30, gts=[("never-sent", gt)], score=RewardConfig().compare_fields()
+        )
+    assert result.ok and result.scores["pixel"] == pytest.approx(1.0)
+
+
+def test_scorers_with_different_settings_share_a_pool_safely(figures):
+    """A worker caches prepared ground truths; the comparison settings are part of the cache key."""
+    gt_svg, w, h = figures[0]
+    pred = degrade(gt_svg, "jitter +-8", random.Random(2))
+    pool = default_pool()
+    cw, ch = canvas_size(w, h, 512)
+    gt_img, pred_img = pool.render_many([gt_svg, pred], cw, ch)
+    for config in (RewardConfig(blur_sigma=1.0), RewardConfig(blur_sigma=4.0), RewardConfig(blur_sigma=1.0)):
+        (record,) = SVGScorer(config, pool).score_batch([pred], gt_svgs=[gt_svg])
+        assert record["pixel"] == pytest.approx(
+            compare(gt_img.image, pred_img.image, config)["pixel"], abs=1e-6
+        )

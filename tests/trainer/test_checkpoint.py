@@ -1,0 +1,72 @@
+"""Resuming a killed run gives the same next steps as an uninterrupted one, without duplicate CSV rows."""
+
+import csv
+
+import pytest
+from transformers import TrainerCallback
+
+from r1vision.tasks import get_task
+from r1vision.trainer.grpo import VisionGRPOTrainer
+from r1vision.trainer.metrics_csv import MetricsCSVCallback
+from tests.helpers.training import grpo_args, varied_reward
+
+
+class StopAfter(TrainerCallback):
+    """Simulates a kill right after the checkpoint at ``step``."""
+
+    def __init__(self, step):
+        self.step = step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step >= self.step:
+            control.should_training_stop = True
+
+
+def _rows(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _train(tiny_model, color_dir, out, callbacks=(), resume=None):
+    ds = get_task("color").load(color_dir).remove_columns(["completion"])
+    args = grpo_args(out, max_steps=4, save_strategy="steps", save_steps=2, learning_rate=5e-3)
+    trainer = VisionGRPOTrainer(
+        tiny_model("qwen2_vl"), [varied_reward], args=args, train_dataset=ds, callbacks=list(callbacks)
+    )
+    trainer.train(resume_from_checkpoint=resume)
+    return _rows(out / "metrics.csv")
+
+
+def test_kill_and_resume_matches_uninterrupted(tiny_model, color_dir, tmp_path):
+    full = _train(tiny_model, color_dir, tmp_path / "full")
+    _train(tiny_model, color_dir, tmp_path / "killed", callbacks=[StopAfter(2)])
+    assert [r["step"] for r in _rows(tmp_path / "killed" / "metrics.csv")] == ["1", "2"]
+    resumed = _train(
+        tiny_model, color_dir, tmp_path / "killed", resume=str(tmp_path / "killed" / "checkpoint-2")
+    )
+
+    assert [r["step"] for r in resumed] == ["1", "2", "3", "4"], "metrics.csv must have one row per step"
+    by_step = {r["step"]: r for r in full}
+    for row in resumed[2:]:
+        ref = by_step[row["step"]]
+        for key in ("loss", "reward", "grad_norm"):
+            assert float(row[key]) == pytest.approx(float(ref[key]), rel=1e-4, abs=1e-6), (row["step"], key)
+
+
+def test_csv_columns_grow_and_steps_merge(tmp_path):
+    from transformers import TrainerControl, TrainerState, TrainingArguments
+
+    cb = MetricsCSVCallback(tmp_path / "m.csv")
+    state = TrainerState()
+    state.is_world_process_zero = True
+    args, control = TrainingArguments(output_dir=str(tmp_path), report_to=[]), TrainerControl()
+    cb.on_train_begin(args, state, control)
+    state.global_step, state.epoch = 1, 0.5
+    cb.on_log(args, state, control, logs={"loss": 1.0})
+    state.global_step = 2
+    cb.on_log(args, state, control, logs={"loss": 0.5, "reward": 0.25})
+    cb.on_log(args, state, control, logs={"eval_reward": 0.75, "note": "text is skipped"})
+    rows = _rows(tmp_path / "m.csv")
+    assert [r["step"] for r in rows] == ["1", "2"]
+    assert rows[0]["reward"] == "" and rows[1]["reward"] == "0.25" and rows[1]["eval_reward"] == "0.75"
+    assert "note" not in rows[0]

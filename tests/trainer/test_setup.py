@@ -1,0 +1,44 @@
+"""LoRA without the vision tower and vision freezing leave vision weights bit-identical."""
+
+import math
+
+import torch
+
+from r1vision.tasks import get_task
+from r1vision.trainer.grpo import VisionGRPOTrainer
+from r1vision.trainer.modeling import is_vision_param
+from tests.helpers.training import grpo_args, varied_reward
+
+
+def _snapshot(model):
+    return {n: p.detach().clone() for n, p in model.named_parameters()}
+
+
+def test_lora_with_frozen_vision(tiny_model, color_dir, tmp_path):
+    ds = get_task("color").load(color_dir).remove_columns(["completion"])
+    args = grpo_args(tmp_path, lora_r=8, lora_alpha=16, freeze_vision_tower=True)
+    trainer = VisionGRPOTrainer(tiny_model("qwen2_5_vl"), [varied_reward], args=args, train_dataset=ds)
+    lora_names = [n for n, _ in trainer.model.named_parameters() if "lora_" in n]
+    assert lora_names and not any(is_vision_param(n) for n in lora_names), (
+        "adapters must skip the vision tower"
+    )
+    assert all("language_model" in n for n in lora_names)
+    before = _snapshot(trainer.model)
+    assert math.isfinite(trainer.train().training_loss)
+    after = _snapshot(trainer.model)
+    vision = [n for n in before if is_vision_param(n)]
+    assert vision and all(torch.equal(before[n], after[n]) for n in vision)
+    assert any(not torch.equal(before[n], after[n]) for n in lora_names), "LoRA weights did not train"
+
+
+def test_freeze_vision_full_finetune(tiny_model, color_dir, tmp_path):
+    ds = get_task("color").load(color_dir).remove_columns(["completion"])
+    args = grpo_args(tmp_path, freeze_vision_tower=True)
+    trainer = VisionGRPOTrainer(tiny_model("qwen2_vl"), [varied_reward], args=args, train_dataset=ds)
+    before = _snapshot(trainer.model)
+    trainer.train()
+    after = _snapshot(trainer.model)
+    vision = [n for n in before if is_vision_param(n)]
+    language = [n for n in before if not is_vision_param(n)]
+    assert all(torch.equal(before[n], after[n]) for n in vision)
+    assert any(not torch.equal(before[n], after[n]) for n in language)
