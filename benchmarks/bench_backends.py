@@ -55,11 +55,13 @@ def worker(a: argparse.Namespace) -> None:
     from transformers import AutoTokenizer, TrainerCallback
 
     from r1vision.tasks import get_task
+    from r1vision.tasks.base import RunContext
     from r1vision.trainer.config import VisionGRPOConfig
     from r1vision.trainer.grpo import VisionGRPOTrainer
 
     gpu = torch.cuda.is_available()
-    dataset = get_task("color").load(a.data).remove_columns(["completion"])
+    task = get_task("color")
+    dataset = task.load(a.data, "train", task.parse_options(), RunContext()).remove_columns(["completion"])
     tok = AutoTokenizer.from_pretrained(a.model)
     # Fixed-length completions: EOS/pad never sampled; vision tokens never sampled (no features for them).
     names = [

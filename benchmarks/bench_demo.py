@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 from machine_info import describe
 
-from r1vision.demo import main as demo_main
+from r1vision.demo import run_demo
 from r1vision.demo.report import ARM_TITLES, ARMS, HEADLINE, results_table
 
 TARGET_SECONDS = 600.0
@@ -43,8 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(a.out)
     before = describe()
     start = time.perf_counter()
-    args = ["--out", str(out), "--seed", str(a.seed), "--seeds", str(a.seeds), "--quiet"]
-    demo_main(args + (["--quick"] if a.quick else []))
+    run_demo(str(out), a.seed, a.seeds, quick=a.quick, quiet=True)
     wall = time.perf_counter() - start
     summary = json.loads((out / "eval.json").read_text())
     runs = summary["runs"]

@@ -121,7 +121,7 @@ def _round(src: Path, tmp: Path, tag: str) -> dict[str, dict]:
     out["import r1vision"] = {"wall": wall, "cpu": cpu, "rss": rss, "metrics": None}
     for compat in ("default", "r1sgg"):
         metrics_file = tmp / f"{tag}-{compat}.json"
-        cmd = [sys.executable, "-m", "r1vision.cli", "eval", "sgg", "--gt", str(gt), "--pred", str(pred),
+        cmd = [sys.executable, "-m", "r1vision.cli", "eval", "--task", "sgg", "--dataset", str(gt), "--pred", str(pred),
                "--split", "train", "--json_out", str(metrics_file)]  # fmt: skip
         if compat != "default":
             cmd += ["--compat", compat]

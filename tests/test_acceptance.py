@@ -123,7 +123,17 @@ def _commands(name: str, work: Path, data: dict[str, Path]) -> list[list[str]]:
         ["infer", "--model", model, "--dataset", str(data[task]), "--output_dir", str(preds)]
     )
     commands.append(
-        ["eval", task, "--gt", str(data[task]), "--pred", str(preds), "--json-out", str(out / "eval.json")]
+        [
+            "eval",
+            "--task",
+            task,
+            "--dataset",
+            str(data[task]),
+            "--pred",
+            str(preds),
+            "--json-out",
+            str(out / "eval.json"),
+        ]
     )
     return commands
 
@@ -144,8 +154,8 @@ def acceptance(tmp_path_factory):
         ("svg", 1, {}),
     ):
         data[task] = work / "data" / task
-        get_task(task).synth(data[task], n, seed=0, split="train", **opts)
-        get_task(task).synth(data[task], 2, seed=1, split="test", **opts)
+        get_task(task).synth(data[task], n, seed=0, split="train", options=opts)
+        get_task(task).synth(data[task], 2, seed=1, split="test", options=opts)
     # R1VISION_ACCEPTANCE=name,name runs only those chains (while working on one recipe).
     names = [n for n in CHAINS if n in os.environ.get("R1VISION_ACCEPTANCE", n).split(",")]
     halves = [h for h in (names[0::2], names[1::2]) if h]

@@ -9,15 +9,14 @@ import pytest
 
 from r1vision.cli import main
 from r1vision.vision.records import RecordWriter, read_predictions
-from tests.helpers.cli import quick_train_args
+from tests.helpers.cli import quick_train_args, synth_splits
 
 
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory, tiny_model):
     root = tmp_path_factory.mktemp("cli")
     data = root / "data"
-    assert main(["synth", "color", "--out", str(data), "--n", "16", "--seed", "1"]) == 0
-    assert main(["synth", "color", "--out", str(data), "--n", "6", "--seed", "1", "--split", "test"]) == 0
+    synth_splits("color", data, {"train": 16, "test": 6})
     recipe = root / "sft.yaml"
     recipe.write_text(
         "per_device_train_batch_size: 4\nmax_steps: 3\nlearning_rate: 0.002\nlogging_steps: 1\n"
@@ -58,6 +57,9 @@ def pipeline(tmp_path_factory, tiny_model):
                 "4",
                 "--max_completion_length",
                 "8",
+                "--reward_weights",
+                "1.0",
+                "0.25",
                 *quick_train_args(data, "color", batch=4, max_pixels=3136, max_steps=2),
             ]
         )
@@ -68,6 +70,9 @@ def pipeline(tmp_path_factory, tiny_model):
 
 def test_sft_output_is_a_model_grpo_trains_further(pipeline):
     _, _, sft_out, grpo_out = pipeline
+    run = json.loads((grpo_out / "r1vision_run.json").read_text())
+    assert run["task"] == "color" and run["reward_weights"] == {"accuracy": 1.0, "format": 0.25}
+    assert run["reward_funcs"] == ["accuracy", "format"]
     assert (sft_out / "processor_config.json").exists() and (sft_out / "model.safetensors").exists()
     with open(sft_out / "metrics.csv") as f:
         rows = list(csv.DictReader(f))
@@ -103,7 +108,7 @@ def test_infer_is_resumable_and_eval_scores(pipeline, capsys):
         str(data),
         "--split",
         "test",
-        "--out",
+        "--output_dir",
         str(out),
         "--batch-size",
         "2",
@@ -125,7 +130,22 @@ def test_infer_is_resumable_and_eval_scores(pipeline, capsys):
     assert len(lines) == 6 and [r["completion"] for r in lines[:3]] == [r["completion"] for r in first]
 
     json_out = root / "metrics.json"
-    assert main(["eval", "color", "--gt", str(data), "--pred", str(out), "--json-out", str(json_out)]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--task",
+                "color",
+                "--dataset",
+                str(data),
+                "--pred",
+                str(out),
+                "--json-out",
+                str(json_out),
+            ]
+        )
+        == 0
+    )
     metrics = json.loads(json_out.read_text())
     assert metrics["num_items"] == 6 and metrics["missing_predictions"] == 0
     assert 0.0 <= metrics["reward/accuracy"] <= 1.0

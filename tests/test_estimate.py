@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from r1vision.cli import main
 from r1vision.estimate import (
     GIB,
     ModelShape,
@@ -14,7 +15,6 @@ from r1vision.estimate import (
     estimate,
     image_tokens,
     load_model_config,
-    main,
     shape_of,
 )
 
@@ -140,7 +140,7 @@ def test_builtin_shapes_match_published_sizes(name, billions):
 
 def test_builtin_list_and_cli(capsys):
     assert len(builtin_shapes()) == 6
-    assert main(["--model", "qwen2.5-vl-7b", "--gpus", "8", "--zero", "3", "--json"]) == 0
+    assert main(["estimate-memory", "--model", "qwen2.5-vl-7b", "--gpus", "8", "--zero", "3", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["training"] == sum(
         out[k]
@@ -156,7 +156,7 @@ def test_builtin_list_and_cli(capsys):
         )
     )
     assert out["fits_80gb_colocate"] is True
-    assert main(["--model", "qwen2.5-vl-7b", "--gpus", "8", "--zero", "2"]) == 0
+    assert main(["estimate-memory", "--model", "qwen2.5-vl-7b", "--gpus", "8", "--zero", "2"]) == 0
     text = capsys.readouterr().out
     assert "24 GB card" in text and "80 GB card" in text and f"{GIB}" not in text
 

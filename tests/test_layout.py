@@ -1,4 +1,6 @@
-"""The package layout: every import in ``src/r1vision`` runs down the layers the README documents."""
+"""The package layout: every import in ``src/r1vision`` runs down the layers (``LAYERS``, described in the
+README's "Layout"), task packages never import each other, and no two modules import each other, directly or
+through others, not even inside one folder."""
 
 from __future__ import annotations
 
@@ -16,20 +18,21 @@ README = ROOT / "README.md"
 TASK_SHARED = {p.stem for p in (PACKAGE / "tasks").glob("*.py") if p.stem != "__init__"}
 
 
+# The layers, lowest first, by top-level name below ``r1vision`` (packages, modules, the C extension). A module
+# imports from its own layer or lower ones. The README's "Layout" section describes them.
+LAYERS: list[list[str]] = [
+    ["vision", "versions", "compiled", "_speedups", "configs"],
+    ["tasks"],
+    ["generation"],
+    ["trainer"],
+    ["runners"],
+    ["testing", "estimate", "dry_run", "report"],
+    ["demo", "selftest", "commands", "cli"],
+]
+
+
 def documented_layers() -> list[list[str]]:
-    """The README's layout section: one numbered item per layer, lowest first, naming its members."""
-    text = README.read_text()
-    section = text[text.index("## Layout\n") :]
-    section = section[: section.index("\n## ", 1)]
-    layers = []
-    for line in section.splitlines():
-        match = re.match(r"^\d+\. (.*?)(?: — |$)", line)
-        if match:
-            names = re.findall(
-                r"`([\w.]+?)(?:/|\.py|\.c)`", match.group(1)
-            )  # packages, modules, C extensions
-            layers.append(names)
-    return layers
+    return LAYERS
 
 
 def layer_of(layers: list[list[str]], module: str) -> int:
@@ -92,10 +95,12 @@ def _task_package_violation(source: str, target: str, where: str) -> list[str]:
     return [f"{where}: task package {source} imports another task package {target}"]
 
 
-def test_readme_documents_every_top_level_name() -> None:
+def test_layers_name_every_top_level_name_and_the_readme_describes_them() -> None:
     layers = documented_layers()
-    assert len(layers) >= 5, layers
     documented = {name for names in layers for name in names}
+    section = README.read_text().split("## Layout\n", 1)[1].split("\n## ", 1)[0]
+    described = set(re.findall(r"`([\w.]+?)(?:/|\.py|\.c)`", section))
+    assert documented <= described, f"the README's layout does not describe {sorted(documented - described)}"
     actual = {p.stem for p in PACKAGE.iterdir() if p.suffix in (".py", ".c") and p.stem != "__init__"}
     actual |= {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
     assert actual <= documented, f"not in the README's layout: {sorted(actual - documented)}"
@@ -113,12 +118,12 @@ def test_checker_catches_an_upward_import(tmp_path: Path) -> None:
     """The walker sees function-level and relative imports, so the test above can fail."""
     fake = tmp_path / "probe.py"
     fake.write_text(
-        "def f():\n    from r1vision.trainer.grpo import VisionGRPOTrainer\n\nfrom ..recipes import train\n"
+        "def f():\n    from r1vision.trainer.grpo import VisionGRPOTrainer\n\nfrom ..runners import train\n"
     )
     found = violations(documented_layers(), [(fake, "r1vision.vision.probe")])
     assert len(found) == 2
     assert any("imports r1vision.trainer.grpo" in f for f in found)
-    assert any("imports r1vision.recipes" in f for f in found)
+    assert any("imports r1vision.runners" in f for f in found)
 
 
 @pytest.mark.parametrize(
@@ -149,3 +154,91 @@ def test_task_packages_have_the_same_parts(package: str) -> None:
     overrides_evaluate = "    def evaluate(" in (folder / "task.py").read_text()
     if overrides_evaluate:  # its own evaluation lives in evaluate.py; task.py only delegates
         assert (folder / "evaluate.py").is_file(), f"tasks/{package} evaluates in task.py, not evaluate.py"
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the r1vision modules it imports (any level, inside functions too); ``from pkg import name``
+    counts as importing ``pkg.name`` when that is a module, else ``pkg``."""
+    modules = {module_name(f): f for f in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        edges: set[str] = set()
+        for node in _runtime_nodes(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    parts = package.split(".")
+                    base = ".".join(
+                        parts[: len(parts) - node.level + 1] + ([node.module] if node.module else [])
+                    )
+                else:
+                    base = node.module or ""
+                for alias in node.names:
+                    full = f"{base}.{alias.name}"
+                    edges.add(full if full in modules else base)
+            elif isinstance(node, ast.Import):
+                edges.update(alias.name for alias in node.names)
+        graph[name] = {e for e in edges if e in modules and e != name}
+    return graph
+
+
+def _runtime_nodes(tree: ast.AST):
+    """Every node except those under ``if TYPE_CHECKING:`` (annotations only: not imported at run time)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and getattr(child.test, "id", None) == "TYPE_CHECKING":
+                stack.extend(child.orelse)
+                continue
+            stack.append(child)
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_circles() -> None:
+    """A package's ``__init__`` may re-export its modules; no module imports one that imports it back."""
+    graph = import_graph()
+    faces = {m for m in graph if (PACKAGE.parent / m.replace(".", "/") / "__init__.py").is_file()}
+    # Edges into a package face are imports of what it re-exports, not of the folder's modules.
+    inner = {m: {e for e in edges if e not in faces} for m, edges in graph.items() if m not in faces}
+    assert cycles(inner) == []
+
+
+def test_cycle_finder_finds_a_circle() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []

@@ -88,4 +88,4 @@ def test_add_a_task(tmp_path, monkeypatch, tiny_model, capsys) -> None:
     from r1vision.tasks import TaskOptionError, get_task
 
     with pytest.raises(TaskOptionError, match="did you mean 'question'"):
-        get_task("shape_task:ShapeTask").load(data, questoin="?")
+        get_task("shape_task:ShapeTask").parse_options({"questoin": "?"})

@@ -35,7 +35,7 @@ def test_mean_std_max_over_seeds(tmp_path):
                 str(tmp_path / "s1"),
                 "--metrics",
                 "reward",
-                "--out",
+                "--output_dir",
                 str(tmp_path / "rep"),
             ]
         )
@@ -49,4 +49,4 @@ def test_mean_std_max_over_seeds(tmp_path):
 def test_unknown_metric_is_named(tmp_path):
     _write(tmp_path / "s0", [{"step": 1, "reward": 0.0}])
     with pytest.raises(KeyError, match="nope"):
-        main(["report", str(tmp_path / "s0"), "--metrics", "nope", "--out", str(tmp_path / "rep")])
+        main(["report", str(tmp_path / "s0"), "--metrics", "nope", "--output_dir", str(tmp_path / "rep")])

@@ -320,7 +320,7 @@ def test_launchers_without_gpu_keep_relative_paths(tiny_model, color_dir, tmp_pa
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "no GPU found" in proc.stderr and (tmp_path / "out" / "model.safetensors").exists()
     infer = ["bash", str(ROOT / "scripts/inference/local.sh"), "--task", "color", "--model", "out"]
-    infer += ["--dataset", "data", "--out", "preds", "--limit", "2", "--max-new-tokens", "4"]
+    infer += ["--dataset", "data", "--output_dir", "preds", "--limit", "2", "--max-new-tokens", "4"]
     proc = subprocess.run(infer, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (tmp_path / "preds" / "metrics.json").exists()

@@ -4,7 +4,7 @@ from r1vision import selftest
 
 
 def test_selftest_passes_here(capsys):
-    assert selftest.main(["--layout", "single"]) == 0
+    assert selftest.run_checks("single") == 0
     out = capsys.readouterr().out
     assert out.count("PASS") == 4 and "4/4 checks passed" in out
 

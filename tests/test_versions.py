@@ -55,3 +55,25 @@ def test_strict_mode_raises_and_default_warns(monkeypatch, caplog):
     monkeypatch.setenv("R1VISION_STRICT_VERSIONS", "1")
     with pytest.raises(UntestedVersionsError, match="vLLM 0.32.0 with TRL 1.16.0"):
         check_generation_stack(use_vllm=True)
+
+
+def test_every_patched_upstream_line_is_where_the_table_says() -> None:
+    from r1vision.versions import PATCHES, patch_anchor_problems
+
+    assert patch_anchor_problems() == []
+    assert {p.upstream.split("/", 1)[0] for p in PATCHES} >= {"trl", "transformers"}
+    for patch in PATCHES:
+        assert patch.test.startswith("tests/") and patch.where.startswith("r1vision/"), patch
+
+
+def test_a_moved_upstream_line_is_reported(tmp_path) -> None:
+    from r1vision.versions import PATCHES, patch_anchor_problems
+
+    first = PATCHES[0]
+    rel, _, line = first.upstream.rpartition(":")
+    path = tmp_path / rel
+    path.parent.mkdir(parents=True)
+    path.write_text("\n" * int(line) + first.anchor + "\n")  # one line further down
+    problems = patch_anchor_problems(str(tmp_path))
+    assert any(first.upstream in p for p in problems)
+    assert any("is missing" in p for p in problems)  # the other files are not in this fake tree

@@ -2,11 +2,11 @@
 # Batched, resumable inference on one machine: one `r1vision infer` process per GPU (accelerate launch),
 # each on its own shard of the rows (rerun the same command to resume), then `r1vision eval`.
 #
-#   NUM_GPUS=4 bash scripts/inference/local.sh --task sgg --model runs/sgg-7b --dataset D --out preds/sgg \
+#   NUM_GPUS=4 bash scripts/inference/local.sh --task sgg --model runs/sgg-7b --dataset D --output_dir preds/sgg \
 #       [--split test] [--batch-size 8] [--max-new-tokens 1024] [any other `r1vision infer` option]
 #
 # Environment: NUM_GPUS (default: the GPUs nvidia-smi lists; 0, 1 or no nvidia-smi: one process, on the
-# CPU when there is no GPU), EVAL (true: run `r1vision eval` afterwards; needs --task, --dataset, --out
+# CPU when there is no GPU), EVAL (true: run `r1vision eval` afterwards; needs --task, --dataset, --output_dir
 # among the arguments), PYTHON (default: the checkout's .venv, else the active venv, else python3).
 # Paths are taken relative to the directory you run it from.
 set -euo pipefail
@@ -27,6 +27,6 @@ else
     || { echo "inference/local.sh: inference failed; rerun the same command to resume" >&2; exit 1; }
 fi
 if [[ "$EVAL" == "true" && -n "$TASK" && -n "$DATASET" && -n "$OUT" ]]; then
-  "$PYTHON" -m r1vision.cli eval "$TASK" --gt "$DATASET" --pred "$OUT" --split "$SPLIT" \
+  "$PYTHON" -m r1vision.cli eval --task "$TASK" --dataset "$DATASET" --pred "$OUT" --split "$SPLIT" \
     --json-out "$OUT/metrics.json"
 fi

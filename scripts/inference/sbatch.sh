@@ -11,7 +11,7 @@
 # end; any --task. Environment: GPUS_PER_NODE (8), CPUS_PER_NODE (SLURM_CPUS_PER_TASK, else 64),
 # MASTER_PORT (29500).
 #
-#   sbatch --nodes=2 scripts/inference/sbatch.sh --task sgg --model M --dataset D --out preds/sgg
+#   sbatch --nodes=2 scripts/inference/sbatch.sh --task sgg --model M --dataset D --output_dir preds/sgg
 set -euo pipefail
 ROOT="${SLURM_SUBMIT_DIR:-$(pwd)}"
 # shellcheck source=scripts/inference/eval_args.sh
@@ -35,5 +35,5 @@ srun --nodes="$NNODES" --ntasks-per-node=1 --gpus-per-node="$GPUS_PER_NODE" \
     --rdzv_backend static --same_network -m r1vision.cli infer "$@"
 ' r1vision-infer "$@"
 if [[ -n "$TASK" && -n "$DATASET" && -n "$OUT" ]]; then
-  python -m r1vision.cli eval "$TASK" --gt "$DATASET" --pred "$OUT" --split "$SPLIT" --json-out "$OUT/metrics.json"
+  python -m r1vision.cli eval --task "$TASK" --dataset "$DATASET" --pred "$OUT" --split "$SPLIT" --json-out "$OUT/metrics.json"
 fi

@@ -432,28 +432,30 @@ done:
 }
 
 PyDoc_STRVAR(relation_hits_doc,
-"relation_hits(n_pred, ps, po, pcode, n_gt, rs, ro, gcode, g, gt_offsets, pair_begins, match, quality, ok)\n"
-"    -> list[tuple[float, float]]\n\n"
+"relation_hits(n_pred, ps, po, pcode, n_gt, rs, ro, gcode, g, gt_offsets, pair_begins, match, quality, ok,\n"
+"              kp, gm) -> list[tuple[float, float]]\n\n"
 "batch_relations.relation_scores' join for a group of rows: per row, (soft sum, hard count) over its GT\n"
 "relations, in GT order. n_pred/n_gt: int64 relations per row; ps/po/pcode: int64 predicted subject and\n"
 "object indices (within the row) and predicate codes; rs/ro/gcode: the same for the GT relations; g:\n"
 "int64 GT objects per row; gt_offsets/pair_begins: int64 starts of each row in match/quality (float64)\n"
-"and ok (bool, pred-major object pairs). Soft adds quality[s] * quality[o] for a GT relation whose\n"
-"matched ends some same-predicate predicted relation joins; hard counts GT relations for which one joins\n"
-"two objects that pass ``ok``.");
+"and ok (bool, pred-major object pairs); kp/gm: float64 distinct predicates on each predicted / GT\n"
+"relation's pair. A same-predicate candidate is worth min(1, gm[j] / kp[i]); soft adds the best worth of\n"
+"the candidates that join the GT relation's matched ends times quality[s] * quality[o]; hard adds the best\n"
+"worth of those that join two objects passing ``ok``.");
 
 static PyObject *relation_hits(PyObject *self, PyObject *args) {
-    Py_buffer b[14];
+    Py_buffer b[16];
     memset(b, 0, sizeof(b));
     PyObject *result = NULL;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*y*y*y*y*y*y*:relation_hits", &b[0], &b[1], &b[2], &b[3],
-                          &b[4], &b[5], &b[6], &b[7], &b[8], &b[9], &b[10], &b[11], &b[12], &b[13]))
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*:relation_hits", &b[0], &b[1], &b[2], &b[3],
+                          &b[4], &b[5], &b[6], &b[7], &b[8], &b[9], &b[10], &b[11], &b[12], &b[13], &b[14],
+                          &b[15]))
         return NULL;
     const Py_ssize_t L = sizeof(long long);
     const long long *n_pred = b[0].buf, *ps = b[1].buf, *po = b[2].buf, *pcode = b[3].buf;
     const long long *n_gt = b[4].buf, *rs = b[5].buf, *ro = b[6].buf, *gcode = b[7].buf;
     const long long *g = b[8].buf, *gt_off = b[9].buf, *pair_begin = b[10].buf, *match = b[11].buf;
-    const double *quality = b[12].buf;
+    const double *quality = b[12].buf, *kp = b[14].buf, *gm = b[15].buf;
     const char *ok = b[13].buf;
     Py_ssize_t rows = b[0].len / L, total_p = 0, total_g = 0;
     Py_ssize_t n_match = b[11].len / L, n_ok = b[13].len;
@@ -471,7 +473,8 @@ static PyObject *relation_hits(PyObject *self, PyObject *args) {
     }
     if (!check_len(&b[1], total_p, L, "ps") || !check_len(&b[2], total_p, L, "po") ||
         !check_len(&b[3], total_p, L, "pcode") || !check_len(&b[5], total_g, L, "rs") ||
-        !check_len(&b[6], total_g, L, "ro") || !check_len(&b[7], total_g, L, "gcode"))
+        !check_len(&b[6], total_g, L, "ro") || !check_len(&b[7], total_g, L, "gcode") ||
+        !check_len(&b[14], total_p, sizeof(double), "kp") || !check_len(&b[15], total_g, sizeof(double), "gm"))
         goto done;
     /* every index is checked before use: a wrong one is an error, never a read out of bounds */
     Py_ssize_t pb = 0, gb = 0;
@@ -496,14 +499,18 @@ static PyObject *relation_hits(PyObject *self, PyObject *args) {
         double soft = 0.0, hard = 0.0;
         for (Py_ssize_t j = gb; j < gb + n_gt[k]; j++) {
             long long ms = match[off + rs[j]], mo = match[off + ro[j]];
-            int soft_hit = 0, hard_hit = 0;
-            for (Py_ssize_t i = pb; i < pb + n_pred[k] && !(soft_hit && hard_hit); i++) {
+            double best_soft = 0.0, best_hard = 0.0;
+            for (Py_ssize_t i = pb; i < pb + n_pred[k] && !(best_soft == 1.0 && best_hard == 1.0); i++) {
                 if (pcode[i] != gcode[j]) continue;
-                soft_hit |= ps[i] == ms && po[i] == mo; /* an unmatched end (-1) equals no index */
-                hard_hit |= ok[begin + ps[i] * gk + rs[j]] && ok[begin + po[i] * gk + ro[j]];
+                double worth = gm[j] / kp[i]; /* several predicates on one pair share the pair's credit */
+                if (worth > 1.0) worth = 1.0;
+                /* an unmatched end (-1) equals no index */
+                if (ps[i] == ms && po[i] == mo && worth > best_soft) best_soft = worth;
+                if (ok[begin + ps[i] * gk + rs[j]] && ok[begin + po[i] * gk + ro[j]] && worth > best_hard)
+                    best_hard = worth;
             }
-            if (soft_hit) soft += quality[off + rs[j]] * quality[off + ro[j]];
-            hard += hard_hit;
+            soft += best_soft * quality[off + rs[j]] * quality[off + ro[j]];
+            hard += best_hard;
         }
         PyObject *pair = Py_BuildValue("(dd)", soft, hard);
         if (pair == NULL) {
@@ -518,7 +525,7 @@ static PyObject *relation_hits(PyObject *self, PyObject *args) {
 bad_index:
     PyErr_SetString(PyExc_ValueError, "relation_hits: an index is out of range");
 done:
-    for (int i = 0; i < 14; i++)
+    for (int i = 0; i < 16; i++)
         if (b[i].obj) PyBuffer_Release(&b[i]);
     return result;
 }

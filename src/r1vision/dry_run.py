@@ -84,7 +84,7 @@ def parse_run(kind: str, argv: list[str]) -> tuple[Any, Any]:
     """Parse the command line and recipe exactly as the run would (TRL's parser and our configs)."""
     from trl import TrlParser
 
-    from r1vision.recipes.train import ScriptArguments
+    from r1vision.runners.train import ScriptArguments
     from r1vision.trainer.config import VisionGRPOConfig, VisionSFTConfig
 
     config_cls = VisionGRPOConfig if kind == "grpo" else VisionSFTConfig
@@ -100,7 +100,7 @@ def _meta_model(model_config: Any, config: Any) -> Any:
     import torch
     from transformers import AutoModelForImageTextToText
 
-    from r1vision.trainer.modeling import freeze_vision_tower, lora_config
+    from r1vision.trainer.setup import freeze_vision_tower, lora_config
 
     with torch.device("meta"):
         model = AutoModelForImageTextToText.from_config(model_config)
@@ -130,12 +130,13 @@ def _zero_stage(config: Any, override: int | None) -> int:
 def plan(kind: str, argv: Sequence[str]) -> DryRun:
     """Resolve the run ``r1vision KIND ARGV`` would start; collect what refuses it."""
 
+    from r1vision.configs import resolve_config_argv
     from r1vision.estimate import TrainSetup, estimate, load_model_config, shape_of
     from r1vision.generation import vllm_plan
     from r1vision.vision.budget import resolve_budget
     from r1vision.vision.family import model_family
 
-    argv = [a for a in argv if a != "--dry-run"]
+    argv = resolve_config_argv([a for a in argv if a != "--dry-run"])  # --config takes a recipe name too
     gpus = _pop_flag(argv, "--gpus", int, 8)
     card_gb = _pop_flag(argv, "--card-gb", float, 80.0)
     zero_override = _pop_flag(argv, "--zero", int, None)

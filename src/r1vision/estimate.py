@@ -32,9 +32,7 @@ A fixed 2 GiB covers the CUDA context and fragmentation; activations are an esti
 
 from __future__ import annotations
 
-import argparse
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -380,53 +378,28 @@ def report(shape: ModelShape, setup: TrainSetup, est: MemoryEstimate) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``r1vision estimate-memory`` entry point."""
-    p = argparse.ArgumentParser(prog="r1vision estimate-memory", description=__doc__.splitlines()[0])
-    p.add_argument("--model", required=True, help=f"folder, config.json, Hub id or one of {builtin_shapes()}")
-    p.add_argument("--gpus", type=int, required=True, help="training GPUs in total (all nodes)")
-    p.add_argument("--zero", type=int, choices=(2, 3), default=3)
-    p.add_argument("--offload", action="store_true", help="offload optimizer (ZeRO-2) or it and weights (3)")
-    p.add_argument("--lora", type=int, default=0, metavar="R", help="LoRA rank (0: full fine-tuning)")
-    p.add_argument("--freeze-vision", action="store_true")
-    p.add_argument("--batch", type=int, default=4, help="per-device batch, in sequences")
-    p.add_argument("--prompt-tokens", type=int, default=256, help="text tokens of a prompt")
-    p.add_argument("--completion-tokens", type=int, default=1024, help="max_completion_length")
-    p.add_argument("--max-pixels", type=int, default=602112)
-    p.add_argument("--images", type=int, default=1, help="images per prompt")
-    p.add_argument("--no-gradient-checkpointing", action="store_true")
-    p.add_argument("--vllm-gpu-memory-utilization", type=float, default=0.3)
-    p.add_argument("--beta", type=float, default=0.0, help="GRPO's KL coefficient (> 0: reference model)")
-    p.add_argument("--json", action="store_true", help="print the numbers as JSON")
-    a = p.parse_args(argv)
-    shape = shape_of(load_model_config(a.model))
-    setup = TrainSetup(
-        gpus=a.gpus,
-        zero=a.zero,
-        offload=a.offload,
-        lora_r=a.lora,
-        freeze_vision=a.freeze_vision,
-        batch=a.batch,
-        prompt_tokens=a.prompt_tokens,
-        completion_tokens=a.completion_tokens,
-        max_pixels=a.max_pixels,
-        images=a.images,
-        gradient_checkpointing=not a.no_gradient_checkpointing,
-        vllm_gpu_memory_utilization=a.vllm_gpu_memory_utilization,
-        beta=a.beta,
-    )
+def memory_report(model: str, setup: TrainSetup, as_json: bool = False) -> str:
+    """``r1vision estimate-memory``'s output for ``model`` (folder, config.json, Hub id or built-in shape)
+    trained as ``setup``: the text report, or the numbers as JSON."""
+    shape = shape_of(load_model_config(model))
     est = estimate(shape, setup)
-    if a.json:
-        out = {k: getattr(est, k) for k in est.__dataclass_fields__}
-        out["training"] = est.training
-        out["model_states"] = est.model_states
-        for card in CARDS_GB:
-            out[f"fits_{card}gb_colocate"] = est.fits_colocate(card, setup.vllm_gpu_memory_utilization)
-            out[f"fits_{card}gb_server"] = est.fits_server(card)
-        print(json.dumps(out, indent=2))
-    else:
-        print(report(shape, setup, est))
-    return 0
+    if not as_json:
+        return report(shape, setup, est)
+    out = {k: getattr(est, k) for k in est.__dataclass_fields__}
+    out["training"] = est.training
+    out["model_states"] = est.model_states
+    for card in CARDS_GB:
+        out[f"fits_{card}gb_colocate"] = est.fits_colocate(card, setup.vllm_gpu_memory_utilization)
+        out[f"fits_{card}gb_server"] = est.fits_server(card)
+    return json.dumps(out, indent=2)
 
 
-__all__ = ["ModelShape", "TrainSetup", "MemoryEstimate", "estimate", "shape_of", "load_model_config", "main"]
+__all__ = [
+    "ModelShape",
+    "TrainSetup",
+    "MemoryEstimate",
+    "estimate",
+    "shape_of",
+    "load_model_config",
+    "memory_report",
+]

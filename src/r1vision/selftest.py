@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
-
-from r1vision.vision.family import FAMILIES
 
 
 def _check(name: str, fn: Callable[[], str]) -> bool:
@@ -162,13 +159,15 @@ def _grpo(workdir: Path, family: str, layout: str, backend: str = "hf") -> str:
     import math
 
     from r1vision.tasks import get_task
+    from r1vision.tasks.base import RunContext
     from r1vision.trainer.config import VisionGRPOConfig
     from r1vision.trainer.grpo import VisionGRPOTrainer
 
     _require_vllm(backend)
     task = get_task("color")
     task.synth(workdir / "data", 8, seed=0)
-    dataset = task.load(workdir / "data").remove_columns(["completion"])
+    dataset = task.load(str(workdir / "data"), "train", task.parse_options(), RunContext())
+    dataset = dataset.remove_columns(["completion"])
     model = _model(workdir, family, backend)
     group = None
     vllm: dict = {}
@@ -325,36 +324,21 @@ def _grpo_launched(workdir: Path, family: str, layout: str, nproc: int, backend:
     return detail
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the checks; exit code 0 only if all pass."""
-    p = argparse.ArgumentParser(prog="r1vision selftest", description="Check this environment end to end.")
-    p.add_argument(
-        "--layout",
-        default="single",
-        choices=["single", "ddp", "zero3"],
-        help="single: in this process; ddp / zero3: through accelerate launch in --nproc processes",
-    )
-    p.add_argument("--nproc", type=int, default=2, help="processes for the ddp / zero3 layouts")
-    p.add_argument("--family", default="qwen2_vl", choices=list(FAMILIES))
-    p.add_argument(
-        "--backend",
-        default="hf",
-        choices=BACKENDS,
-        help="rollouts: transformers generate, a vLLM engine per process, or one vLLM server per process "
-        "(started and stopped by the selftest); vLLM backends need vLLM (on CPU: .venv-vllm)",
-    )
-    a = p.parse_args(argv)
+def run_checks(layout: str = "single", backend: str = "hf", family: str = "qwen2_vl", nproc: int = 2) -> int:
+    """Run the checks and print PASS/FAIL lines; 0 only if all pass. ``layout`` single runs GRPO in this
+    process, ddp / zero3 through ``accelerate launch`` in ``nproc`` processes; ``backend`` picks the
+    rollouts (hf, vllm_colocate, or per-rank vllm_server started and stopped here)."""
     with tempfile.TemporaryDirectory(prefix="r1vision-selftest-") as tmp:
         work = Path(tmp)
         results = [
             _check("versions", _versions),
             _check("devices", _devices),
-            _check(f"processor ({a.family})", lambda: _processor(work, a.family)),
+            _check(f"processor ({family})", lambda: _processor(work, family)),
             _check(
-                f"grpo 2 steps ({a.layout}, {a.backend})",
-                (lambda: _grpo(work, a.family, a.layout, a.backend))
-                if a.layout == "single"
-                else (lambda: _grpo_launched(work, a.family, a.layout, a.nproc, a.backend)),
+                f"grpo 2 steps ({layout}, {backend})",
+                (lambda: _grpo(work, family, layout, backend))
+                if layout == "single"
+                else (lambda: _grpo_launched(work, family, layout, nproc, backend)),
             ),
         ]
     ok = all(results)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from importlib import metadata
 
 # Exact versions CI runs on (CPU). GPU users get the same TRL/transformers/accelerate/peft pins.
@@ -109,8 +110,172 @@ def check_generation_stack(use_vllm: bool, strict: bool | None = None) -> list[s
     missing = any("not installed" in p for p in problems)
     if problems and (strict or missing):
         raise UntestedVersionsError("; ".join(problems))
+    moved = patch_anchor_problems() if problems else []
     for problem in problems:
         logging.getLogger(__name__).warning(
             "%s. It may work; set R1VISION_STRICT_VERSIONS=1 to refuse untested combinations.", problem
         )
+    for line in moved:  # the internals r1vision patches that this release changed (r1vision.versions.PATCHES)
+        logging.getLogger(__name__).warning("patched upstream internal moved: %s", line)
+    return problems
+
+
+@dataclass(frozen=True)
+class Patch:
+    """One place where r1vision relies on, overrides or replaces a third-party internal.
+
+    ``upstream`` is ``package/path.py:line`` in the pinned release and ``anchor`` the text on that line;
+    ``tests/test_versions.py`` checks that every anchor of an installed package is still on its line, so
+    an upgrade that moves or changes one fails there first, and ``test`` names the behavioural test that
+    breaks when the internal changes meaning.
+    """
+
+    target: str
+    upstream: str
+    anchor: str
+    where: str
+    why: str
+    test: str
+
+
+PATCHES: tuple[Patch, ...] = (
+    Patch(
+        "trl.trainer.grpo_trainer.VLLMGeneration (module attribute, swapped while GRPOTrainer.__init__ runs)",
+        "trl/trainer/grpo_trainer.py:1107",
+        "self.vllm_generation = VLLMGeneration(",
+        "r1vision/generation/vllm_select.py",
+        "TRL builds its vLLM backend inside __init__; r1vision hands it its VLM-aware subclass",
+        "tests/generation/test_vllm_sync.py::test_sleep_plan_and_backend_classes",
+    ),
+    Patch(
+        "trl.generation.vllm_generation.LLM (wrapped in functools.partial while the engine is built)",
+        "trl/generation/vllm_generation.py:347",
+        "self.llm = LLM(",
+        "r1vision/generation/vllm_colocate.py",
+        "adds limit_mm_per_prompt, mm_processor_kwargs (the pixel budget) and max_model_len to TRL's engine",
+        "tests/generation/test_vllm_engine.py (vLLM environment)",
+    ),
+    Patch(
+        "trl.GRPOTrainer._generate_and_score_completions (overridden)",
+        "trl/trainer/grpo_trainer.py:2324",
+        "def _generate_and_score_completions(",
+        "r1vision/trainer/grpo.py",
+        "images of any form resized to the budget, image_sizes columns for rewards, the advantage estimator",
+        "tests/trainer/test_grpo.py::test_trains_and_rewards_see_images_and_resized_sizes",
+    ),
+    Patch(
+        "trl.GRPOTrainer._tokenize_prompts (overridden)",
+        "trl/trainer/grpo_trainer.py:1684",
+        "def _tokenize_prompts(self, prompts: list):",
+        "r1vision/trainer/grpo.py",
+        "per-sample check that image placeholder tokens equal the image features",
+        "tests/trainer/test_validation.py::test_runtime_placeholder_mismatch_names_the_sample",
+    ),
+    Patch(
+        "trl.GRPOTrainer._calculate_rewards (overridden) and its rewards_per_func / reward_weights",
+        "trl/trainer/grpo_trainer.py:1579",
+        "def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):",
+        "r1vision/trainer/grpo.py",
+        "keeps each reward function's values for the advantage estimators",
+        "tests/trainer/test_advantages_in_trainer.py",
+    ),
+    Patch(
+        'trl.GRPOTrainer._logs["advantages"] (the logged values replaced)',
+        "trl/trainer/grpo_trainer.py:2837",
+        'self._logs["advantages"].extend(all_process_advantages.tolist())',
+        "r1vision/trainer/grpo.py",
+        "the logged advantages are the ones that train when another estimator replaces TRL's",
+        "tests/trainer/test_advantages_in_trainer.py",
+    ),
+    Patch(
+        "trl.GRPOConfig.__post_init__ (num_generations >= 2 check passed with 2, then 1 restored)",
+        "trl/trainer/grpo_config.py:1137",
+        "if self.num_generations < 2:",
+        "r1vision/trainer/config.py",
+        "Reinforce++ whitens over the batch: one response per prompt is MAYE's setting",
+        "tests/configs/test_geometry_grpo.py",
+    ),
+    Patch(
+        "transformers.Trainer._load_from_checkpoint (overridden)",
+        "transformers/trainer.py:3602",
+        "def _load_from_checkpoint(self, resume_from_checkpoint: str, model: nn.Module | None = None) -> None:",
+        "r1vision/trainer/checkpoint.py",
+        "stock resume loads no Qwen-VL weight (legacy names, strict=False); names are mapped back",
+        "tests/trainer/test_checkpoint.py::test_kill_and_resume_matches_uninterrupted",
+    ),
+    Patch(
+        "transformers.TrainingArguments accelerator_config['use_configured_state'] with a gloo PartialState",
+        "transformers/training_args.py:1855",
+        'accelerator_state_kwargs["use_configured_state"] = self.accelerator_config.pop(',
+        "r1vision/trainer/distributed.py",
+        "DeepSpeed on CPU: accelerate leaves the backend unset and miscounts the world size",
+        "tests/trainer/test_distributed.py::test_zero3_grpo_partitions_saves_and_resumes",
+    ),
+    Patch(
+        "transformers.AutoProcessor.register (image-only Qwen-VL processors, registered by a meta-path hook)",
+        "transformers/models/auto/processing_auto.py:374",
+        "def register(config_class, processor_class, exist_ok=False):",
+        "r1vision/vision/registration.py, r1vision/vision/processor.py",
+        "the stock Qwen-VL processors insist on a torchvision video processor",
+        "tests/test_startup.py::test_processors_registered_before_any_load",
+    ),
+    Patch(
+        "sys.modules['transformers.models.qwen2_vl.image_processing_qwen2_vl'] (an alias of the PIL module)",
+        "vllm/model_executor/models/qwen2_vl.py:43",
+        "from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize",
+        "r1vision/generation/vllm_compat.py",
+        "that module imports torchvision at its top; vLLM's CPU stack has none",
+        "tests/generation/test_vllm_engine.py (vLLM environment)",
+    ),
+    Patch(
+        "vllm Qwen2VLProcessingInfo.get_hf_processor (replaced; subclasses follow)",
+        "vllm/model_executor/models/qwen2_vl.py:852",
+        "def get_hf_processor(self, **kwargs: object) -> Qwen2VLProcessor:",
+        "r1vision/generation/vllm_compat.py",
+        "the stock processor insists on a torchvision video processor; the image-only one is asked for",
+        "tests/generation/test_vllm_engine.py (vLLM environment)",
+    ),
+    Patch(
+        "vllm Qwen2_5_VLProcessingInfo.get_hf_processor (replaced)",
+        "vllm/model_executor/models/qwen2_5_vl.py:1148",
+        "def get_hf_processor(self, **kwargs: object) -> Qwen2_5_VLProcessor:",
+        "r1vision/generation/vllm_compat.py",
+        "as above, Qwen2.5-VL",
+        "tests/generation/test_vllm_engine.py (vLLM environment)",
+    ),
+    Patch(
+        "vllm Qwen3VLProcessingInfo.get_hf_processor (replaced; the video processor is a stand-in)",
+        "vllm/model_executor/models/qwen3_vl.py:914",
+        "def get_hf_processor(self, **kwargs: object) -> Qwen3VLProcessor:",
+        "r1vision/generation/vllm_compat.py",
+        "as above, and Qwen3-VL reads sizes from processor.video_processor with videos disabled",
+        "tests/generation/test_vllm_engine.py (vLLM environment)",
+    ),
+)
+
+
+def patch_anchor_problems(root: str | None = None) -> list[str]:
+    """The :data:`PATCHES` whose anchor is no longer on its upstream line, for the installed packages
+    (``root``: a site-packages folder, default this interpreter's)."""
+    import importlib.util
+    from pathlib import Path
+
+    problems = []
+    for patch in PATCHES:
+        rel, _, line = patch.upstream.rpartition(":")
+        package = rel.split("/", 1)[0]
+        if root is not None:
+            path = Path(root) / rel
+        else:
+            spec = importlib.util.find_spec(package)
+            if spec is None or not spec.submodule_search_locations:
+                continue  # not installed here (vLLM outside its own environment)
+            path = Path(next(iter(spec.submodule_search_locations))).parent / rel
+        if not path.is_file():
+            problems.append(f"{patch.target}: {rel} is missing")
+            continue
+        lines = path.read_text().splitlines()
+        number = int(line)
+        if number > len(lines) or patch.anchor not in lines[number - 1]:
+            problems.append(f"{patch.target}: {patch.upstream} no longer holds {patch.anchor!r}")
     return problems

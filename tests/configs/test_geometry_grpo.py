@@ -7,9 +7,10 @@ import math
 from transformers import get_scheduler
 from trl import TrlParser
 
-from r1vision.recipes.train import ScriptArguments
+from r1vision.runners.train import ScriptArguments
 from r1vision.trainer.config import VisionGRPOConfig
 from tests.helpers.paths import ROOT
+from tests.helpers.tasks import run_context
 
 RECIPE = ROOT / "configs" / "recipes" / "geometry_grpo.yaml"
 
@@ -28,12 +29,11 @@ def _recipe(tmp_path) -> VisionGRPOConfig:
 
 
 def test_recipe_rewards_are_maye_sum(tmp_path) -> None:
-    from r1vision.recipes.train import task_options
     from r1vision.tasks import get_task
 
     script, _ = _parse(tmp_path)
     task = get_task(script.task)
-    specs = task.rewards(**task_options(task, script.task_options), eos_token_id=2)
+    specs = task.rewards(task.parse_options(script.task_options), run_context(eos=(2,)))
     # MAYE's score is accuracy + format + language (no-EOS: MAYE replaces the score by -0.1)
     assert {s.name: s.weight for s in specs} == {
         "accuracy": 1.0,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from trl import TrlParser
 
-from r1vision.recipes.train import ScriptArguments
+from r1vision.runners.train import ScriptArguments
 from r1vision.tasks import get_task
 from r1vision.trainer.config import VisionGRPOConfig, VisionSFTConfig
 from tests.helpers.cli import run_cli
@@ -76,7 +76,7 @@ def test_recipe_parses_without_deprecations_or_missing_reporters(recipe: Path, t
     from transformers.integrations import get_available_reporting_integrations
     from trl import TrlParser
 
-    from r1vision.recipes.train import ScriptArguments
+    from r1vision.runners.train import ScriptArguments
     from r1vision.trainer.config import VisionGRPOConfig, VisionSFTConfig
 
     cls = VisionSFTConfig if "sft" in recipe.stem else VisionGRPOConfig
@@ -92,7 +92,7 @@ def test_recipe_parses_without_deprecations_or_missing_reporters(recipe: Path, t
 
 def test_recipe_resolves_by_name_from_any_directory(tmp_path):
     """Recipes ship with the package and `--config NAME` finds them from anywhere."""
-    from r1vision.recipes.config_files import resolve_config, resolve_config_argv
+    from r1vision.configs import resolve_config, resolve_config_argv
 
     os.chdir(tmp_path)
     assert resolve_config("sgg_grpo").resolve() == (ROOT / "configs/recipes/sgg_grpo.yaml").resolve()

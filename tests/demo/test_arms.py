@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from tests.helpers.tasks import task_rows
+
 
 def test_compact_prompt_rows(tmp_path):
     from r1vision.tasks.sgg.prompts import compact_prompt
@@ -13,11 +15,11 @@ def test_compact_prompt_rows(tmp_path):
     from r1vision.tasks.sgg.task import SGGTask
 
     synth_sgg(tmp_path, 2, seed=0, split="train", preset="demo")
-    rows = SGGTask().load(str(tmp_path), "train", model_family="qwen2_vl", prompt="compact")
+    rows = task_rows("sgg", tmp_path, "train", family="qwen2_vl", prompt="compact")
     text = rows[0]["prompt"][0]["content"][1]["text"]
     assert text == compact_prompt("qwen2_vl") and "0-1000" in text and len(text) < 200
     with pytest.raises(ValueError, match="option .prompt. expects one of .open., .closed., .compact."):
-        SGGTask().load(str(tmp_path), "train", model_family="qwen2_vl", prompt="chatty")
+        SGGTask.parse_options({"prompt": "chatty"})
 
 
 def test_compact_tokenizer_round_trips_and_is_shorter(tmp_path):

@@ -2,7 +2,7 @@
 
 import json
 
-from r1vision.demo import main as demo_main
+from r1vision.cli import main
 
 
 def test_demo_quick(tmp_path, capsys):
@@ -10,7 +10,7 @@ def test_demo_quick(tmp_path, capsys):
     import csv
 
     out = tmp_path / "demo"
-    assert demo_main(["--quick", "--quiet", "--out", str(out)]) == 0
+    assert main(["demo", "--quick", "--quiet", "--output_dir", str(out)]) == 0
     result = json.loads((out / "eval.json").read_text())
     assert result["seeds"] == [0] and result["headline_metric"] == "relation_recall"
     run = result["runs"][0]

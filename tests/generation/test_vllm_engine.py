@@ -17,13 +17,15 @@ import pytest
 import torch  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from r1vision.generation.hf import SamplingOptions, generate  # noqa: E402
+from r1vision.generation.hf import generate
+from r1vision.generation.sampling import SamplingOptions  # noqa: E402
 from r1vision.generation.vllm_engine import (  # noqa: E402
     VLLMGenerator,
     collapse_image_runs,
     load_weights_inplace,
 )
 from r1vision.vision.budget import PixelBudget  # noqa: E402
+from tests.helpers.tasks import task_rows
 from tests.helpers.training import grpo_args, varied_reward  # noqa: E402
 
 pytest.importorskip("vllm")
@@ -150,13 +152,14 @@ def test_other_families_see_the_trainers_image_tokens(tiny_model, family):
 def test_infer_backend_vllm(tiny_model, color_dir, tmp_path):
     import json
 
-    from r1vision.recipes.infer import run_inference
+    from r1vision.runners.infer import run_inference
     from r1vision.tasks import get_task
 
     path = _vllm_model_path(tiny_model, "qwen2_vl")
     try:
         out = run_inference(
             get_task("color"),
+            get_task("color").parse_options(),
             path,
             str(color_dir),
             tmp_path / "pred",
@@ -177,10 +180,9 @@ def test_infer_backend_vllm(tiny_model, color_dir, tmp_path):
 
 def _grpo(tiny_model, color_dir, tmp_path, sync: bool):
     from r1vision.generation import vllm_colocate
-    from r1vision.tasks import get_task
     from r1vision.trainer.grpo import VisionGRPOTrainer
 
-    dataset = get_task("color").load(str(color_dir)).remove_columns(["completion"])
+    dataset = task_rows("color", color_dir).remove_columns(["completion"])
     args = grpo_args(
         tmp_path,
         use_vllm=True,
@@ -246,7 +248,7 @@ def test_lora_output_serves_in_vllm_like_hf(tiny_model, color_dir, tmp_path):
     import json
 
     from r1vision.cli import main
-    from r1vision.recipes.infer import run_inference
+    from r1vision.runners.infer import run_inference
     from r1vision.tasks import get_task
 
     out = tmp_path / "lora"
@@ -255,7 +257,7 @@ def test_lora_output_serves_in_vllm_like_hf(tiny_model, color_dir, tmp_path):
     argv += ["--max_steps", "1", "--num_generations", "2", "--per_device_train_batch_size", "2"]
     argv += ["--max_completion_length", "4", "--use_cpu", "true", "--max_pixels", "3136"]
     argv += ["--report_to", "none", "--save_strategy", "no", "--temperature", "1.5"]
-    argv += ["--reward_funcs", "conftest.varied_reward"]  # spread in the group: a real gradient
+    argv += ["--reward_funcs", "tests.helpers.training.varied_reward"]  # spread in the group: a real gradient
     assert main(argv) == 0
     assert (out / "adapter_config.json").is_file() and (out / "merged" / "config.json").is_file()
     from safetensors.torch import load_file
@@ -268,6 +270,7 @@ def test_lora_output_serves_in_vllm_like_hf(tiny_model, color_dir, tmp_path):
     def completions(backend: str) -> dict[int, str]:
         pred = run_inference(
             get_task("color"),
+            get_task("color").parse_options(),
             str(out),
             str(color_dir),
             tmp_path / f"pred-{backend}",

@@ -146,7 +146,7 @@ def test_vllm_serve_runs_vllms_own_server_for_trl_server_mode(tmp_path, monkeypa
 @pytest.mark.parametrize("mode,per_rank", [("colocate", False), ("server", True)])
 def test_r1vision_backends_refuse_an_overlong_rollout_prompt_before_generating(mode, per_rank):
     """The shared ``generate`` of the r1vision backends checks lengths first; plain server mode is TRL's."""
-    from r1vision.generation.vllm_trl import backend_class
+    from r1vision.generation.vllm_select import backend_class
 
     backend = object.__new__(backend_class(mode, per_rank))  # no engine: the check comes before any use
     backend.max_model_length, backend.max_completion_length = 16, 8
@@ -157,7 +157,7 @@ def test_r1vision_backends_refuse_an_overlong_rollout_prompt_before_generating(m
 def test_plain_server_mode_is_trls_generation(monkeypatch):
     from trl.generation.vllm_generation import VLLMGeneration
 
-    from r1vision.generation.vllm_trl import backend_class
+    from r1vision.generation.vllm_select import backend_class
 
     calls = []
     monkeypatch.setattr(VLLMGeneration, "generate", lambda self, *args: calls.append(args) or "trl")

@@ -236,6 +236,6 @@ def test_ddp_grpo_each_rank_uses_its_own_server_and_rollouts_follow_the_weights(
 def test_selftest_vllm_server_backend(capsys):
     from r1vision import selftest
 
-    assert selftest.main(["--layout", "single", "--backend", "vllm_server"]) == 0
+    assert selftest.run_checks("single", "vllm_server") == 0
     out = capsys.readouterr().out
     assert "PASS  grpo 2 steps (single, vllm_server)" in out and "2 gen/2 syncs" in out

@@ -14,7 +14,8 @@ import torch
 from r1vision.generation import vllm_colocate
 from r1vision.generation.vllm_colocate import ColocateVLLMGeneration
 from r1vision.generation.vllm_plan import sleep_plan
-from r1vision.generation.vllm_trl import backend_class, sync_summary
+from r1vision.generation.vllm_select import backend_class
+from r1vision.generation.vllm_trl import sync_summary
 
 
 class FakeSleepingEngine:
@@ -58,7 +59,7 @@ def lora_generation(tiny_model, monkeypatch):
     from transformers import AutoModelForImageTextToText
     from trl.distributed import DistributedBackend
 
-    from r1vision.trainer.modeling import freeze_vision_tower, lora_config
+    from r1vision.trainer.setup import freeze_vision_tower, lora_config
 
     model = AutoModelForImageTextToText.from_pretrained(tiny_model("qwen2_vl"), dtype=torch.float32)
     freeze_vision_tower(model)

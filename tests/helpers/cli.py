@@ -40,10 +40,34 @@ def infer_args(
     """``r1vision infer`` arguments over the test split of ``dataset``."""
     return [
         "infer", "--task", task, "--model", str(model), "--dataset", str(dataset), "--split", "test",
-        "--out", str(out), "--max-new-tokens", str(max_new_tokens), "--max-pixels", str(max_pixels),
+        "--output_dir", str(out), "--max-new-tokens", str(max_new_tokens), "--max-pixels", str(max_pixels),
     ]  # fmt: skip
 
 
 def scoring_args(command: str, task: str, gt: str | Path, pred: str | Path, *extra: str) -> list[str]:
     """``r1vision eval`` / ``viz`` arguments: ground truth, predictions and any further options."""
-    return [command, task, "--gt", str(gt), "--pred", str(pred), *extra]
+    return [command, "--task", task, "--dataset", str(gt), "--pred", str(pred), *extra]
+
+
+def synth_splits(task: str, out: str | Path, splits: dict[str, int], *extra: str) -> Path:
+    """``r1vision synth`` once per split (``{"train": 4, "test": 2}``; seed 0 for train, 1 for the others);
+    asserts each exits 0. ``extra``: further flags (``--synth_options JSON``)."""
+    from r1vision.cli import main
+
+    for split, n in splits.items():
+        seed = "0" if split == "train" else "1"
+        argv = [
+            "synth",
+            "--task",
+            task,
+            "--output_dir",
+            str(out),
+            "--n",
+            str(n),
+            "--seed",
+            seed,
+            "--split",
+            split,
+        ]
+        assert main([*argv, *extra]) == 0, (task, split)
+    return Path(out)

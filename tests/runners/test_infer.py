@@ -32,7 +32,7 @@ def test_torchrun_inference_splits_rows(tiny_model, color_dir, tmp_path):
         "color",
     ]
     cmd += ["--model", tiny_model("qwen2_vl"), "--dataset", str(color_dir), "--split", "test"]
-    cmd += ["--out", str(tmp_path / "p"), "--max-new-tokens", "2"]
+    cmd += ["--output_dir", str(tmp_path / "p"), "--max-new-tokens", "2"]
     proc = subprocess.run(cmd, env=env_with_src(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     shards = sorted((tmp_path / "p").glob("shard-*.jsonl"))
@@ -43,7 +43,7 @@ def test_torchrun_inference_splits_rows(tiny_model, color_dir, tmp_path):
 # ---------------------------------------------------------------------------------- 4. infer settings
 def test_infer_defaults_come_from_the_task_and_the_run(tmp_path):
     """infer used 256 new tokens and the open prompt for every model and task."""
-    from r1vision.recipes.infer import inference_settings
+    from r1vision.runners.infer import inference_settings
     from r1vision.trainer.run_info import write_run_info
 
     plain = inference_settings(str(tmp_path), "sgg")
@@ -55,21 +55,26 @@ def test_infer_defaults_come_from_the_task_and_the_run(tmp_path):
            "min_pixels": 3136, "max_pixels": 200704}  # fmt: skip
     write_run_info(tmp_path, run)
     got = inference_settings(str(tmp_path))
-    assert (got["task"], got["task_options"], got["max_new_tokens"]) == ("sgg", run["task_options"], 777)
+    # the run's rollout length (777) is not an answer length: the task's inference default wins
+    assert (got["task"], got["task_options"], got["max_new_tokens"]) == ("sgg", run["task_options"], 2048)
+    assert (
+        got["sources"]["max_new_tokens"] == "task 'sgg' default" and got["sources"]["task_options"] == "run"
+    )
     assert (got["min_pixels"], got["max_pixels"]) == (3136, 200704)
     mine = inference_settings(str(tmp_path), "sgg", 99, {"prompt": "open"}, max_pixels=50176)
     assert (mine["max_new_tokens"], mine["task_options"], mine["max_pixels"]) == (
         99,
-        {"prompt": "open"},
+        {"prompt": "open", "think": True},  # merged into the run's options
         50176,
     )
+    assert mine["sources"]["max_new_tokens"] == "command line"
     other = inference_settings(str(tmp_path), "geometry")  # another task: the run's options do not apply
     assert other["task_options"] == {} and other["max_new_tokens"] == 2048 and other["max_pixels"] is None
 
 
 def test_infer_cli_uses_the_runs_prompt(tiny_model, tmp_path, monkeypatch):
     """`infer --model <r1vision output>` builds the prompt variant the model was trained with."""
-    import r1vision.recipes.infer as infer
+    import r1vision.runners.infer as infer
     from r1vision.cli import main
 
     seen = []
@@ -84,7 +89,7 @@ def test_infer_cli_uses_the_runs_prompt(tiny_model, tmp_path, monkeypatch):
     from r1vision.trainer.run_info import write_run_info
 
     data = tmp_path / "sgg"
-    get_task("sgg").synth(data, 2, seed=0, split="test", preset="demo")
+    get_task("sgg").synth(data, 2, seed=0, split="test", options={"preset": "demo"})
     model = tmp_path / "model"
     os.symlink(tiny_model("qwen2_vl"), model)
     write_run_info(
@@ -94,10 +99,22 @@ def test_infer_cli_uses_the_runs_prompt(tiny_model, tmp_path, monkeypatch):
         os.symlink(model / name, tmp_path / "run" / name)
     out = tmp_path / "p"
     assert (
-        main(["infer", "--model", str(tmp_path / "run"), "--dataset", str(data), "--output_dir", str(out)])
+        main(
+            [
+                "infer",
+                "--model",
+                str(tmp_path / "run"),
+                "--dataset",
+                str(data),
+                "--output_dir",
+                str(out),
+                "--max_new_tokens",
+                "3",
+            ]
+        )
         == 0
     )
     records = [json.loads(line) for line in (out / "shard-00000.jsonl").read_text().splitlines()]
     assert len(records) == 2
-    assert seen and all(tokens == 3 for _, tokens in seen)  # the run's max_completion_length
+    assert seen and all(tokens == 3 for _, tokens in seen)  # the command line's length
     assert all("Object categories" in prompt for prompt, _ in seen)  # the closed prompt lists the vocabulary

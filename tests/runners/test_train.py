@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers.paths import ROOT
+from tests.helpers.tasks import task_rows
 from tests.helpers.training import grpo_args, varied_reward
 
 RECIPES = sorted((ROOT / "configs" / "recipes").glob("*.yaml"))
@@ -13,11 +14,10 @@ RECIPES = sorted((ROOT / "configs" / "recipes").glob("*.yaml"))
 # ------------------------------------------------------------------------------------------- 9. reruns
 def test_training_into_a_used_output_dir_refuses(tiny_model, color_dir, tmp_path):
     """A rerun silently replaced the weights and cut metrics.csv."""
-    from r1vision.tasks import get_task
     from r1vision.trainer.checkpoint import OutputDirInUseError
     from r1vision.trainer.grpo import VisionGRPOTrainer
 
-    rows = get_task("color").load(str(color_dir), split="train")
+    rows = task_rows("color", color_dir)
     out = tmp_path / "run"
     out.mkdir()
     metrics = "step,epoch,loss\n" + "".join(f"{i},0.1,0.5\n" for i in range(1, 11))

@@ -21,18 +21,18 @@ import torch  # noqa: E402
 
 # Run as a file: the checkout's root on the path, for the tests' helpers.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tests.helpers.tasks import task_rows  # noqa: E402
 from tests.helpers.training import grpo_args, varied_reward  # noqa: E402
 
 
 def main(model_path: str, data: str, out: str, lora_r: int) -> None:
     from tests.scripts.per_rank_grpo import MAX_NEW_TOKENS, hf_generate, rows_and_images
 
-    from r1vision.generation.hf import SamplingOptions
+    from r1vision.generation.sampling import SamplingOptions
     from r1vision.generation.vllm_engine import VLLMGenerator
-    from r1vision.tasks import get_task
     from r1vision.trainer.grpo import VisionGRPOTrainer
 
-    dataset = get_task("color").load(data).remove_columns(["completion"])
+    dataset = task_rows("color", data).remove_columns(["completion"])
     args = grpo_args(
         Path(out) / "run",
         generation_backend="vllm_colocate",

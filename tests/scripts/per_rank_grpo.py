@@ -20,6 +20,7 @@ from PIL import Image  # noqa: E402
 
 # Run as a file: the checkout's root on the path, for the tests' helpers.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tests.helpers.tasks import task_rows  # noqa: E402
 from tests.helpers.training import grpo_args, varied_reward  # noqa: E402
 
 MAX_NEW_TOKENS = 10
@@ -59,7 +60,8 @@ def server_generate(client: Any, processor: Any, rows: list[dict], images: list[
 def hf_generate(
     model: Any, processor: Any, budget: Any, rows: list[dict], images: list[list[Any]]
 ) -> list[str]:
-    from r1vision.generation.hf import SamplingOptions, generate
+    from r1vision.generation.hf import generate
+    from r1vision.generation.sampling import SamplingOptions
 
     options = SamplingOptions(max_new_tokens=MAX_NEW_TOKENS, temperature=0.0)
     return [texts[0] for texts in generate(model, processor, rows, budget, options, images=images)]
@@ -68,10 +70,9 @@ def hf_generate(
 def main(model_path: str, data: str, out: str, base_port: int) -> None:
     from transformers import AutoModelForImageTextToText
 
-    from r1vision.tasks import get_task
     from r1vision.trainer.grpo import VisionGRPOTrainer
 
-    dataset = get_task("color").load(data).remove_columns(["completion"])
+    dataset = task_rows("color", data).remove_columns(["completion"])
     args = grpo_args(
         Path(out) / "run",
         generation_backend="vllm_server",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from r1vision.tasks.color.rewards import color_accuracy, color_format
 from r1vision.tasks.common import completion_text
-from r1vision.tasks.geometry.rewards import build_reward_specs
+from r1vision.tasks.geometry.rewards import make_rewards
 
 
 def _deep(depth: int) -> list:
@@ -23,6 +23,6 @@ def test_deeply_nested_and_cyclic_completions_do_not_raise() -> None:
     assert completion_text(cyclic) == "a"
     assert color_accuracy(None, [deep], answer=["red"]) == [1.0]
     assert color_format(None, [deep]) == [1.0]
-    for spec in build_reward_specs(eos_token_id=2):
+    for spec in make_rewards(eos_token_id=2):
         values = spec.func([None], [deep], solution=["\\boxed{3}"])
         assert len(values) == 1 and spec.low <= values[0] <= spec.high

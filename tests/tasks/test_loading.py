@@ -9,10 +9,10 @@ from pathlib import Path
 import datasets
 import pytest
 
-from r1vision.recipes.evaluate import PredictionMismatchError, evaluate_files
 from r1vision.tasks import get_task
+from r1vision.tasks.base import RunContext
 from r1vision.tasks.loading import DatasetLoadError, canonical_split, load_rows, split_names
-from r1vision.vision.records import RecordWriter
+from r1vision.vision.records import PredictionMismatchError, RecordWriter
 from tests.helpers.paths import ROOT
 
 RECIPES = sorted((ROOT / "configs" / "recipes").glob("*.yaml"))
@@ -77,16 +77,17 @@ def test_eval_refuses_predictions_of_another_split(tmp_path: Path) -> None:
     synth_color(tmp_path / "d", 3, seed=0, split="test")
     synth_color(tmp_path / "d", 3, seed=1, split="validation")
     task = get_task("color")
-    test_rows = task.load(tmp_path / "d", split="test")
+    opts, run = task.parse_options(), RunContext()
+    test_rows = task.load(str(tmp_path / "d"), "test", opts, run)
     writer = RecordWriter(tmp_path / "pred")
     for i in range(3):
         writer.write({"index": i, "id": test_rows[i]["id"], "completion": "<answer>red</answer>"})
-    ok = evaluate_files(task, str(tmp_path / "d"), str(tmp_path / "pred"), split="test")
+    ok = task.evaluate_files(str(tmp_path / "d"), str(tmp_path / "pred"), "test", opts, run)
     assert ok.metrics["num_items"] == 3
     with pytest.raises(
         PredictionMismatchError, match="index 0 answers row id 'color-test-0'.*color-validation-0"
     ):
-        evaluate_files(task, str(tmp_path / "d"), str(tmp_path / "pred"), split="validation")
+        task.evaluate_files(str(tmp_path / "d"), str(tmp_path / "pred"), "validation", opts, run)
 
 
 def test_eval_sgg_on_r1sgg_validation_layout(tmp_path: Path, capsys) -> None:
@@ -112,7 +113,17 @@ def test_eval_sgg_on_r1sgg_validation_layout(tmp_path: Path, capsys) -> None:
             }
         )
     code = main(
-        ["eval", "sgg", "--gt", str(tmp_path / "gt"), "--pred", str(tmp_path / "pred"), "--split", "test"]
+        [
+            "eval",
+            "--task",
+            "sgg",
+            "--dataset",
+            str(tmp_path / "gt"),
+            "--pred",
+            str(tmp_path / "pred"),
+            "--split",
+            "test",
+        ]
     )
     assert code == 0
     assert "num_images" in capsys.readouterr().out

@@ -5,9 +5,9 @@ import csv
 import pytest
 import torch
 
-from r1vision.tasks import get_task
 from r1vision.trainer.advantages import compute_advantages
 from r1vision.trainer.grpo import VisionGRPOTrainer
+from tests.helpers.tasks import task_rows
 from tests.helpers.training import grpo_args, varied_reward
 
 _TOKEN_COUNTS: list[int] = []
@@ -21,7 +21,7 @@ def _some_unscorable(prompts, completions, completion_ids=None, **kwargs):
 
 @pytest.mark.parametrize("estimator", ["reinforce_pp", "reinforce_pp_maye", "rloo"])
 def test_estimator_replaces_trl_advantages(tiny_model, color_dir, tmp_path, estimator):
-    ds = get_task("color").load(color_dir).remove_columns(["completion"])
+    ds = task_rows("color", color_dir).remove_columns(["completion"])
     trainer = VisionGRPOTrainer(
         tiny_model("qwen2_vl"),
         [_some_unscorable],
@@ -46,7 +46,7 @@ def test_estimator_replaces_trl_advantages(tiny_model, color_dir, tmp_path, esti
 
 def test_cosine_schedule_does_not_wrap(tiny_model, color_dir, tmp_path):
     """Schedules are sized in optimizer steps, so the cosine decays to the end (see test_maye_recipe.py for MAYE's)."""
-    ds = get_task("color").load(color_dir).remove_columns(["completion"])
+    ds = task_rows("color", color_dir).remove_columns(["completion"])
     args = grpo_args(
         tmp_path,
         max_steps=6,
@@ -68,7 +68,7 @@ def test_cosine_schedule_does_not_wrap(tiny_model, color_dir, tmp_path):
 def test_reinforce_pp_with_one_response_per_prompt(tiny_model, color_dir, tmp_path, estimator):
     import math
 
-    ds = get_task("color").load(color_dir).remove_columns(["completion"])
+    ds = task_rows("color", color_dir).remove_columns(["completion"])
     args = grpo_args(tmp_path, max_steps=2, advantage_estimator=estimator, num_generations=1)
     assert args.num_generations == 1
     trainer = VisionGRPOTrainer(tiny_model("qwen2_vl"), [varied_reward], args=args, train_dataset=ds)
@@ -82,7 +82,7 @@ def test_reinforce_pp_with_one_response_per_prompt(tiny_model, color_dir, tmp_pa
 
 
 def test_group_filtering_keeps_highest_std_groups(tiny_model, color_dir, tmp_path):
-    ds = get_task("color").load(color_dir).remove_columns(["completion"])
+    ds = task_rows("color", color_dir).remove_columns(["completion"])
     args = grpo_args(
         tmp_path, max_steps=1, per_device_train_batch_size=8, num_generations=4, keep_groups_by_std=0.5
     )

@@ -5,9 +5,9 @@ import csv
 import pytest
 from transformers import TrainerCallback
 
-from r1vision.tasks import get_task
 from r1vision.trainer.grpo import VisionGRPOTrainer
 from r1vision.trainer.metrics_csv import MetricsCSVCallback
+from tests.helpers.tasks import task_rows
 from tests.helpers.training import grpo_args, varied_reward
 
 
@@ -28,7 +28,7 @@ def _rows(path):
 
 
 def _train(tiny_model, color_dir, out, callbacks=(), resume=None):
-    ds = get_task("color").load(color_dir).remove_columns(["completion"])
+    ds = task_rows("color", color_dir).remove_columns(["completion"])
     args = grpo_args(out, max_steps=4, save_strategy="steps", save_steps=2, learning_rate=5e-3)
     trainer = VisionGRPOTrainer(
         tiny_model("qwen2_vl"), [varied_reward], args=args, train_dataset=ds, callbacks=list(callbacks)

@@ -294,6 +294,6 @@ def test_zero2_sft_runs_with_shipped_config(setup):
 def test_selftest_ddp_layout(capsys):
     from r1vision import selftest
 
-    assert selftest.main(["--layout", "ddp", "--nproc", "2"]) == 0
+    assert selftest.run_checks("ddp", nproc=2) == 0
     out = capsys.readouterr().out
     assert "PASS  grpo 2 steps (ddp, hf)" in out and "2 ranks (MULTI_CPU, gloo)" in out

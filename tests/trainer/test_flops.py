@@ -17,8 +17,8 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from r1vision.demo.arms import FlopBudget, StageResult, matched_steps
-from r1vision.tasks import get_task
 from r1vision.trainer.flops import FlopCounter, FlopCounterCallback, format_flops
+from tests.helpers.tasks import task_rows
 from tests.helpers.training import grpo_args, varied_reward
 
 aten = torch.ops.aten
@@ -107,7 +107,7 @@ def test_sft_and_grpo_steps_count_what_ran(tiny_model, color_dir, tmp_path):
     from r1vision.trainer.grpo import VisionGRPOTrainer
     from r1vision.trainer.sft import VisionSFTTrainer
 
-    rows = get_task("color").load(color_dir)
+    rows = task_rows("color", color_dir)
     counter = FlopCounter()
     sft = VisionSFTTrainer(tiny_model("qwen2_vl"), args=_sft_args(tmp_path / "sft", 1), train_dataset=rows,
                            callbacks=[FlopCounterCallback(counter)])  # fmt: skip
@@ -172,7 +172,7 @@ def test_matched_arm_does_not_depend_on_clocks(tiny_model, color_dir, tmp_path, 
     """Same budget, clocks running 1000x fast (a loaded machine): the same steps and FLOPs."""
     from r1vision.trainer.sft import VisionSFTTrainer
 
-    rows = get_task("color").load(color_dir)
+    rows = task_rows("color", color_dir)
 
     def run(name):
         probe = FlopCounter()  # one step's FLOPs, to set a budget of ~2.4 steps

@@ -6,13 +6,13 @@ import pytest
 import torch
 from PIL import Image
 
-from r1vision.tasks import get_task
 from r1vision.trainer.grpo import VisionGRPOTrainer
+from tests.helpers.tasks import task_rows
 from tests.helpers.training import grpo_args, varied_reward
 
 
 def _color_dataset(color_dir):
-    return get_task("color").load(color_dir).remove_columns(["completion"])
+    return task_rows("color", color_dir).remove_columns(["completion"])
 
 
 @pytest.mark.parametrize("family", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl"])

@@ -50,7 +50,7 @@ def test_lora_run_leaves_merged_model_and_adapter_works_as_model(tiny_model, col
     # the adapter folder itself is a valid --model, from another directory
     os.chdir(ROOT)
     preds = tmp_path / "preds"
-    assert main(["infer", "--task", "color", "--model", str(out), "--dataset", str(color_dir), "--out",
+    assert main(["infer", "--task", "color", "--model", str(out), "--dataset", str(color_dir), "--output_dir",
                  str(preds), "--limit", "2", "--max-new-tokens", "4"]) == 0  # fmt: skip
     assert sum(1 for _ in open(preds / "shard-00000.jsonl")) == 2
     assert main(["merge", str(out), "--output_dir", str(tmp_path / "m2")]) == 0

@@ -4,9 +4,9 @@ import math
 
 import torch
 
-from r1vision.tasks import get_task
 from r1vision.trainer.grpo import VisionGRPOTrainer
-from r1vision.trainer.modeling import is_vision_param
+from r1vision.trainer.setup import is_vision_param
+from tests.helpers.tasks import task_rows
 from tests.helpers.training import grpo_args, varied_reward
 
 
@@ -15,7 +15,7 @@ def _snapshot(model):
 
 
 def test_lora_with_frozen_vision(tiny_model, color_dir, tmp_path):
-    ds = get_task("color").load(color_dir).remove_columns(["completion"])
+    ds = task_rows("color", color_dir).remove_columns(["completion"])
     args = grpo_args(tmp_path, lora_r=8, lora_alpha=16, freeze_vision_tower=True)
     trainer = VisionGRPOTrainer(tiny_model("qwen2_5_vl"), [varied_reward], args=args, train_dataset=ds)
     lora_names = [n for n, _ in trainer.model.named_parameters() if "lora_" in n]
@@ -32,7 +32,7 @@ def test_lora_with_frozen_vision(tiny_model, color_dir, tmp_path):
 
 
 def test_freeze_vision_full_finetune(tiny_model, color_dir, tmp_path):
-    ds = get_task("color").load(color_dir).remove_columns(["completion"])
+    ds = task_rows("color", color_dir).remove_columns(["completion"])
     args = grpo_args(tmp_path, freeze_vision_tower=True)
     trainer = VisionGRPOTrainer(tiny_model("qwen2_vl"), [varied_reward], args=args, train_dataset=ds)
     before = _snapshot(trainer.model)

@@ -67,7 +67,7 @@ def test_sft_targets_are_written_in_the_frame_the_model_sees(tmp_path: Path) -> 
     """Qwen2.5-VL (pixel boxes), real processor, ``max_pixels`` unset: targets in the 1596x1204 frame."""
     from transformers import AutoProcessor
 
-    from r1vision.recipes.train import ScriptArguments, _datasets
+    from r1vision.runners.train import ScriptArguments, prepare
     from r1vision.tasks.sgg.parse import parse_scene_graph
 
     model = _model_folder(tmp_path, "qwen2_5_vl")
@@ -83,8 +83,8 @@ def test_sft_targets_are_written_in_the_frame_the_model_sees(tmp_path: Path) -> 
     (data / "train.jsonl").write_text(json.dumps(row) + "\n")
     config = types.SimpleNamespace(min_pixels=None, max_pixels=None)
     script = ScriptArguments(model=str(model), dataset=str(data), task="sgg")
-    _, train, _, opts = _datasets(script, config)
-    text = train[0]["completion"][0]["content"][0]["text"]
+    prepared = prepare(script, config)
+    text = prepared.train[0]["completion"][0]["content"][0]["text"]
     assert parse_scene_graph(text).ok
     answer = json.loads(text[text.index("<answer>") + 8 : text.index("</answer>")])
     assert answer["objects"][0]["bbox"] == [0, 0, 1596, 1204]  # was [0, 0, 1148, 840]
@@ -93,7 +93,7 @@ def test_sft_targets_are_written_in_the_frame_the_model_sees(tmp_path: Path) -> 
         "qwen2_5_vl", config.min_pixels, config.max_pixels, AutoProcessor.from_pretrained(model)
     )
     assert seen.resized_size(1596, 1204) == (1596, 1204)
-    assert (opts["min_pixels"], opts["max_pixels"]) == (seen.min_pixels, seen.max_pixels) == (3136, 12845056)
+    assert prepared.run.budget == seen and (seen.min_pixels, seen.max_pixels) == (3136, 12845056)
 
 
 def test_saved_folders_are_read_too(tiny_model) -> None:

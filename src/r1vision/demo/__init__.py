@@ -12,17 +12,15 @@ Outputs go to ``demo_out/``: ``eval_table.md``, ``eval.json``, ``metrics.csv``, 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from r1vision.demo.config import DemoConfig
 
-__all__ = ["DemoConfig", "main", "run_seed"]
+__all__ = ["DemoConfig", "run_demo", "run_seed"]
 
 
 def _say(msg: str) -> None:
@@ -100,33 +98,26 @@ def run_seed(cfg: DemoConfig, seed: int, out: Path, quiet: bool = False) -> tupl
     return result, rows
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the demo; prints the table and writes the output folder."""
-    p = argparse.ArgumentParser(prog="r1vision demo", description="Offline SFT -> GRPO demo on scene graphs.")
-    p.add_argument("--out", default="demo_out", help="output folder (default: demo_out)")
-    p.add_argument("--seed", type=int, default=0, help="first seed")
-    p.add_argument(
-        "--seeds", type=int, default=1, help="number of seeds (seed, seed+1, ...); table = mean ± std"
-    )
-    p.add_argument(
-        "--task", default="sgg", choices=["sgg"], help="demo task (geometry/svg once they have one)"
-    )
-    p.add_argument(
-        "--quick", action="store_true", help="a smoke run (well under 2 minutes); too short to learn"
-    )
-    p.add_argument("--quiet", action="store_true", help="no per-step progress bars")
-    a = p.parse_args(argv)
+def run_demo(
+    out_dir: str = "demo_out",
+    seed: int = 0,
+    seeds: int = 1,
+    task: str = "sgg",
+    quick: bool = False,
+    quiet: bool = False,
+) -> int:
+    """Run the demo for ``seeds`` seeds from ``seed``; prints the table and writes ``out_dir``."""
     from r1vision.demo import report
 
-    cfg = DemoConfig.quick() if a.quick else DemoConfig()
-    out = Path(a.out)
+    cfg = DemoConfig.quick() if quick else DemoConfig()
+    out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     results, rows = [], []
-    for seed in range(a.seed, a.seed + max(1, a.seeds)):
-        result, seed_rows = run_seed(cfg, seed, out / f"seed{seed}", quiet=a.quiet)
+    for s in range(seed, seed + max(1, seeds)):
+        result, seed_rows = run_seed(cfg, s, out / f"seed{s}", quiet=quiet)
         # Kept as soon as a seed finishes, so a stopped multi-seed run still has its finished seeds.
-        (out / f"seed{seed}" / "result.json").write_text(json.dumps(result, indent=2, default=str))
+        (out / f"seed{s}" / "result.json").write_text(json.dumps(result, indent=2, default=str))
         results.append(result)
         rows += seed_rows
     _say("[5/6] writing metrics.csv, reward_curve.png and drawings")
@@ -137,6 +128,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         preds = {arm: Path(p) for arm, p in first["predictions"][split].items()}
         report.draw_predictions(out / "drawings", Path(first["data"]), preds, split, cfg.num_drawings, cfg)
     text = report.write_tables(out, results, cfg)
-    _say(f"[6/6] held-out evaluation ({a.task}):\n\n{text}")
+    _say(f"[6/6] held-out evaluation ({task}):\n\n{text}")
     _say(f"demo finished in {time.perf_counter() - start:.0f}s; outputs in {out}/")
     return 0

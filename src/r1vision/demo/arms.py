@@ -11,20 +11,30 @@ from typing import Any
 from transformers import TrainerCallback
 
 from r1vision.demo.config import DemoConfig
+from r1vision.tasks.base import RunContext
 from r1vision.tasks.sgg.prompts import compact_prompt
-from r1vision.tasks.sgg.task import SGGTask
+from r1vision.tasks.sgg.task import SGGOptions, SGGTask
 from r1vision.trainer.flops import FlopCounter, FlopCounterCallback
+from r1vision.vision.budget import PixelBudget
 
 FAMILY = "qwen2_vl"
 SPLITS = ("train", "rl", "test", "test_ood")
 
 
-class CompactSGGTask(SGGTask):
-    """The SGG task with the one-line prompt as default, so ``run_inference`` asks what training taught."""
+def task_options(cfg: DemoConfig, with_completion: bool | None = None) -> SGGOptions:
+    """The demo's SGG options: the one-line prompt, the F1 reward set with the demo's weights."""
+    return SGGOptions(
+        prompt="compact",
+        reward_set="f1",
+        weights=dict(cfg.reward_weights),
+        strict_format=cfg.strict_format,
+        with_completion=with_completion,
+    )
 
-    def load(self, source: str | Path, split: str = "train", **kwargs: Any):
-        kwargs.setdefault("prompt", "compact")
-        return super().load(source, split, **kwargs)
+
+def run_context(cfg: DemoConfig) -> RunContext:
+    """The demo model's family and pixel budget (84x84 images: 9 image tokens)."""
+    return RunContext(FAMILY, PixelBudget.for_family(FAMILY, max_pixels=cfg.max_pixels))
 
 
 @dataclass
@@ -74,13 +84,7 @@ def make_data(cfg: DemoConfig, root: Path, seed: int) -> Path:
 
 def load_rows(data: Path, split: str, cfg: DemoConfig, with_completion: bool = True):
     """Trainer rows of ``split`` with the compact prompt and the demo's pixel budget."""
-    return CompactSGGTask().load(
-        str(data),
-        split=split,
-        model_family=FAMILY,
-        max_pixels=cfg.max_pixels,
-        with_completion=with_completion,
-    )
+    return SGGTask().load(str(data), split, task_options(cfg, with_completion), run_context(cfg))
 
 
 def build_model(cfg: DemoConfig, data: Path, seed: int) -> Path:
@@ -181,14 +185,12 @@ def train_grpo(
     model: str | Path, data: Path, out_dir: Path, cfg: DemoConfig, seed: int, quiet: bool = False
 ) -> StageResult:
     """GRPO from ``model`` on the ``rl`` prompts: format (``cfg.strict_format``) + object + relation F1."""
-    from r1vision.tasks.sgg.f1 import f1_rewards
+    from r1vision.tasks.base import guarded_rewards
     from r1vision.trainer.config import VisionGRPOConfig
     from r1vision.trainer.grpo import VisionGRPOTrainer
 
     rows = load_rows(data, "rl", cfg, with_completion=False)
-    specs = f1_rewards(
-        FAMILY, weights=cfg.reward_weights, strict_format=cfg.strict_format, max_pixels=cfg.max_pixels
-    )
+    specs = guarded_rewards(SGGTask().rewards(task_options(cfg), run_context(cfg)))
     args = VisionGRPOConfig(
         overwrite_output_dir=True,  # the demo rebuilds its folders on every run
         output_dir=str(out_dir),

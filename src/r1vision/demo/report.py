@@ -11,8 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from r1vision.demo.arms import FAMILY, CompactSGGTask
+from r1vision.demo.arms import FAMILY, run_context, task_options
 from r1vision.demo.config import DemoConfig
+from r1vision.tasks.sgg.task import SGGTask
 from r1vision.trainer.flops import format_flops
 
 ARMS = ("sft", "sft_matched", "sft+grpo")
@@ -36,17 +37,18 @@ HEADLINE = "relation_recall"  # the no-graph-constraint recall: GT pairs here of
 
 def evaluate_arm(model_dir: str, data: Path, split: str, out_dir: Path, cfg: DemoConfig) -> dict[str, float]:
     """Greedy predictions for ``split`` (``r1vision infer``), scored by ``r1vision eval sgg`` and the F1 rewards."""
-    from r1vision.generation.hf import SamplingOptions
-    from r1vision.recipes.infer import run_inference
+    from r1vision.generation.sampling import SamplingOptions
+    from r1vision.runners.infer import run_inference
     from r1vision.tasks.sgg.data import load_raw
     from r1vision.tasks.sgg.parse import parse_scene_graph
     from r1vision.tasks.sgg.rewards import format_score
     from r1vision.tasks.sgg.scorer import SGGScorer
     from r1vision.vision.records import read_predictions
 
-    task = CompactSGGTask()
+    task, opts = SGGTask(), task_options(cfg)
     run_inference(
         task,
+        opts,
         model_dir,
         str(data),
         out_dir,
@@ -56,13 +58,11 @@ def evaluate_arm(model_dir: str, data: Path, split: str, out_dir: Path, cfg: Dem
         max_pixels=cfg.max_pixels,
         progress=False,
     )
-    sgg = task.evaluate_files(
-        str(data), str(out_dir), split=split, model_family=FAMILY, max_pixels=cfg.max_pixels
-    )
+    sgg = task.evaluate_files(str(data), str(out_dir), split, opts, run_context(cfg))
     raw, _ = load_raw(str(data), split)
     raw = raw.select_columns(["objects", "relationships"])
     by_index = {int(r["index"]): r for r in read_predictions(out_dir)}
-    scorer = SGGScorer(FAMILY, max_pixels=cfg.max_pixels)
+    scorer = SGGScorer(FAMILY, budget=run_context(cfg).budget)
     w = cfg.reward_weights
     rows: dict[str, list[float]] = {k: [] for k in ("format", "object_f1", "relation_f1", "exact", "reward")}
     for i, gt in enumerate(raw):
@@ -299,5 +299,5 @@ def draw_predictions(
             text = by_index.get(i, {}).get("completion")
             target = out / f"{split}_{i}_{arm.replace('+', '_')}.png"
             paths.append(render_sgg(load_image(row["image"], root), row["objects"], row["relationships"], text,
-                                    target, model_family=FAMILY, max_pixels=cfg.max_pixels))  # fmt: skip
+                                    target, model_family=FAMILY, budget=run_context(cfg).budget))  # fmt: skip
     return paths

@@ -1,26 +1,53 @@
-"""Batched generation with ``transformers`` for inference and evaluation (CPU or any GPU)."""
+"""Batched generation with ``transformers`` for inference and evaluation (CPU or any GPU).
+
+Every decoding parameter comes from :class:`SamplingOptions`, never from the checkpoint's
+``generation_config.json``: the real Qwen2/2.5-VL files set ``top_k: 1`` and ``top_p: 0.001`` (and Qwen2-VL
+``repetition_penalty: 1.05``), which ``generate`` would otherwise apply to any value left unset, so
+"sampling at temperature 1.0" would silently be greedy.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from r1vision.generation.sampling import SamplingOptions
 from r1vision.vision.budget import PixelBudget
 from r1vision.vision.images import fit_to_budget, images_of_row, load_image
 
 
-@dataclass
-class SamplingOptions:
-    """Decoding settings; ``temperature <= 0`` means greedy."""
+def generation_config(model: Any, processor: Any, options: SamplingOptions) -> Any:
+    """A ``GenerationConfig`` with every decoding parameter set from ``options`` (only the stop and pad
+    tokens come from the model), so no value of the checkpoint's ``generation_config.json`` applies."""
+    from transformers import GenerationConfig
 
-    max_new_tokens: int = 256
-    temperature: float = 0.0
-    top_p: float = 1.0
-    num_samples: int = 1
-    seed: int = 0
+    own = getattr(model, "generation_config", None)
+    eos = getattr(own, "eos_token_id", None) if own is not None else None
+    kwargs: dict[str, Any] = dict(
+        max_new_tokens=options.max_new_tokens,
+        do_sample=not options.greedy,
+        num_return_sequences=options.num_samples,
+        pad_token_id=processor.tokenizer.pad_token_id,
+        eos_token_id=eos if eos is not None else processor.tokenizer.eos_token_id,
+        repetition_penalty=options.repetition_penalty,
+        # neutral values for every sampling filter a checkpoint may set (unset ones are filled from it)
+        temperature=1.0 if options.greedy else options.temperature,
+        top_k=0 if options.greedy else options.top_k,
+        top_p=1.0 if options.greedy else options.top_p,
+        min_p=0.0 if options.greedy else options.min_p,
+        typical_p=1.0,
+        epsilon_cutoff=0.0,
+        eta_cutoff=0.0,
+        no_repeat_ngram_size=0,
+        num_beams=1,
+        length_penalty=1.0,
+    )
+    image_token = getattr(model.config, "image_token_id", None)
+    if image_token is not None:
+        kwargs["suppress_tokens"] = [image_token]  # a sampled image token breaks the next forward
+    return GenerationConfig(**kwargs)
 
 
 def prepare_prompt_images(row: dict[str, Any], budget: PixelBudget, image_root: str | None = None):
@@ -54,20 +81,9 @@ def generate(
     inputs = processor(
         text=texts, images=images if has_images else None, padding=True, return_tensors="pt"
     ).to(model.device)
-    sample = options.temperature > 0
-    generator_kwargs: dict[str, Any] = dict(
-        max_new_tokens=options.max_new_tokens,
-        do_sample=sample,
-        num_return_sequences=options.num_samples,
-        pad_token_id=processor.tokenizer.pad_token_id,
-    )
-    if sample:
-        generator_kwargs.update(temperature=options.temperature, top_p=options.top_p)
+    if not options.greedy:
         torch.manual_seed(options.seed)
-    image_token = getattr(model.config, "image_token_id", None)
-    if image_token is not None:
-        generator_kwargs["suppress_tokens"] = [image_token]  # a sampled image token breaks the next forward
-    out = model.generate(**inputs, **generator_kwargs)
+    out = model.generate(**inputs, generation_config=generation_config(model, processor, options))
     decoded = processor.batch_decode(out[:, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
     k = options.num_samples
     return [decoded[i * k : (i + 1) * k] for i in range(len(rows))]

@@ -32,11 +32,7 @@ from r1vision.generation.vllm_engine import (
     load_weights_inplace,
     setup_cpu_env,
 )
-from r1vision.generation.vllm_trl import (
-    VisionVLLMBase,
-    _model_dtype,
-    vision_vllm_generation,  # noqa: F401  (re-exported: the trainer's import)
-)
+from r1vision.generation.vllm_trl import VisionVLLMBase, model_dtype
 
 
 class ColocateVLLMGeneration(VisionVLLMBase):
@@ -50,7 +46,7 @@ class ColocateVLLMGeneration(VisionVLLMBase):
         budget = self.budget
         # On CPU, generate in the training dtype (vLLM-CPU would downcast float32 to bfloat16); on GPUs
         # keep TRL's choice (the checkpoint's dtype), as training keeps float32 master weights there.
-        dtype = "auto" if torch.cuda.is_available() else _model_dtype(self.model)
+        dtype = "auto" if torch.cuda.is_available() else model_dtype(self.model)
         extra = engine_kwargs(self.model.name_or_path, budget, self.max_images, dtype=dtype)
         for key in ("model", "seed", "max_model_len"):  # TRL sets these itself (max_model_length)
             extra.pop(key)

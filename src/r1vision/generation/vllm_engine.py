@@ -258,11 +258,14 @@ class VLLMGenerator:
         from vllm import SamplingParams
 
         greedy = options.temperature <= 0
-        params = SamplingParams(
+        params = SamplingParams(  # every value explicit, as in hf.generation_config
             n=options.num_samples,
             max_tokens=options.max_new_tokens,
             temperature=0.0 if greedy else options.temperature,
             top_p=1.0 if greedy else options.top_p,
+            top_k=0 if greedy else options.top_k,  # 0: off
+            min_p=0.0 if greedy else options.min_p,
+            repetition_penalty=options.repetition_penalty,
             seed=options.seed,
             # As in hf.generate: a sampled image placeholder has no features behind it.
             logit_bias={self.image_token_id: -100.0},

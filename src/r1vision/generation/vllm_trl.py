@@ -20,7 +20,6 @@ into TRL while ``GRPOTrainer.__init__`` builds it.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -184,40 +183,6 @@ def sync_summary(model: torch.nn.Module, full: bool = False) -> dict[str, int]:
     }
 
 
-def _model_dtype(model: torch.nn.Module) -> str:
+def model_dtype(model: torch.nn.Module) -> str:
     dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
     return str(dtype).removeprefix("torch.")
-
-
-def backend_class(mode: str, per_rank_servers: bool) -> type[VisionVLLMBase]:
-    """The r1vision class for a TRL ``vllm_mode`` (and ``vllm_server_per_rank``)."""
-    if mode == "colocate":
-        from r1vision.generation.vllm_colocate import ColocateVLLMGeneration
-
-        return ColocateVLLMGeneration
-    if mode == "server" and per_rank_servers:
-        from r1vision.generation.vllm_per_rank import PerRankVLLMGeneration
-
-        return PerRankVLLMGeneration
-    return VisionVLLMBase
-
-
-@contextlib.contextmanager
-def vision_vllm_generation(
-    max_images: int = 1,
-    per_rank_servers: bool = False,
-    mode: str = "colocate",
-    max_model_len: int | None = None,
-) -> Iterator[type[VisionVLLMBase]]:
-    """While active, ``GRPOTrainer.__init__`` builds the r1vision backend for ``use_vllm``."""
-    from trl.trainer import grpo_trainer
-
-    base = backend_class(mode, per_rank_servers)
-    attrs: dict[str, Any] = {"max_images": max_images, "max_model_len": max_model_len}
-    cls = type(f"Bound{base.__name__}", (base,), attrs)
-    original = grpo_trainer.VLLMGeneration
-    grpo_trainer.VLLMGeneration = cls
-    try:
-        yield cls
-    finally:
-        grpo_trainer.VLLMGeneration = original

@@ -1,5 +1,6 @@
-"""Typed task options: each task declares its options as a dataclass (cf. lm-evaluation-harness's
-``TaskConfig``); what a user passes (``--task_options`` JSON, keyword arguments) is checked against it.
+"""Typed task options: each task declares its options as a frozen dataclass (cf. lm-evaluation-harness's
+``TaskConfig``); what a user passes (``--task_options`` JSON, a recipe's ``task_options`` mapping) is parsed
+once into that dataclass, and the instance is what the task's methods receive.
 
 An unknown name is an error that lists the valid ones and suggests the closest (``strict_fromat`` →
 ``strict_format``); a value of the wrong type is an error naming the option, the expected type and the
@@ -11,15 +12,11 @@ from __future__ import annotations
 import collections.abc as cabc
 import dataclasses
 import difflib
+import json
 import types
 import typing
 from collections.abc import Mapping
 from typing import Any, Literal, Union
-
-# Values the command runners supply from the model and the trainer config, not from the user.
-CONTEXT_KEYS = frozenset(
-    {"model_family", "min_pixels", "max_pixels", "eos_token_id", "max_completion_length"}
-)
 
 
 class TaskOptionError(ValueError):
@@ -29,6 +26,37 @@ class TaskOptionError(ValueError):
 @dataclasses.dataclass(frozen=True)
 class NoOptions:
     """A task without options."""
+
+
+def option(default: Any, help: str) -> Any:  # noqa: A002 - the word argparse and TRL use
+    """A field of an options dataclass: its default (written once, here) and its help text."""
+    if isinstance(default, (dict, list, set)):
+        raise TypeError("mutable option defaults are not allowed: use None or a tuple")
+    return dataclasses.field(default=default, metadata={"help": help})
+
+
+def options_mapping(raw: str | Mapping[str, Any] | None, what: str = "--task_options") -> dict[str, Any]:
+    """The user's options as a dict: ``raw`` is a JSON object (the command line), a mapping (a YAML
+    recipe) or empty. Anything else is a :class:`TaskOptionError` naming ``what``."""
+    if raw is None or raw == "":
+        return {}
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise TaskOptionError(f"{what} must be a JSON object: {exc}") from None
+    if not isinstance(raw, Mapping):
+        raise TaskOptionError(f"{what} must be a JSON object, got {raw!r}")
+    return dict(raw)
+
+
+def merge_options(*layers: str | Mapping[str, Any] | None) -> dict[str, Any]:
+    """Options of several sources, later ones winning per option (a recipe's, then the command line's):
+    ``--task_options '{"think": true}'`` on a recipe with ``{"preset": "r1sgg"}`` keeps the preset."""
+    out: dict[str, Any] = {}
+    for layer in layers:
+        out.update(options_mapping(layer))
+    return out
 
 
 def option_fields(options_cls: type) -> dict[str, tuple[Any, Any, str]]:
@@ -83,10 +111,8 @@ def _matches(value: Any, tp: Any) -> bool:
     return True  # an annotation we cannot check (e.g. a callable type) accepts anything
 
 
-def check_options(
-    task_name: str, options_cls: type, given: Mapping[str, Any], allow: frozenset[str] = CONTEXT_KEYS
-) -> dict[str, Any]:
-    """Validate ``given`` against ``options_cls`` (plus the runner's ``allow`` keys); return it as a dict."""
+def check_options(task_name: str, options_cls: type, given: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate ``given`` against ``options_cls``; return it as a dict."""
     fields = option_fields(options_cls)
     for name, value in given.items():
         if name in fields:
@@ -95,7 +121,7 @@ def check_options(
                 raise TaskOptionError(
                     f"task {task_name!r}: option {name!r} expects {type_name(tp)}, got {value!r}"
                 )
-        elif name not in allow:
+        else:
             close = difflib.get_close_matches(name, list(fields), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             valid = ", ".join(sorted(fields)) or "(none)"
@@ -103,11 +129,14 @@ def check_options(
     return dict(given)
 
 
-def parse_options(task_name: str, options_cls: type, given: Mapping[str, Any] | None) -> Any:
-    """An ``options_cls`` instance from the user's options (validated; runner keys are not allowed)."""
-    given = dict(given or {})
-    check_options(task_name, options_cls, given, allow=frozenset())
-    return options_cls(**given)
+def parse_options(task_name: str, options_cls: type, given: str | Mapping[str, Any] | None) -> Any:
+    """An ``options_cls`` instance from the user's options (a mapping or a JSON object), validated."""
+    given = options_mapping(given)
+    check_options(task_name, options_cls, given)
+    try:
+        return options_cls(**given)
+    except (TypeError, ValueError) as exc:  # a dataclass's own __post_init__ check
+        raise TaskOptionError(f"task {task_name!r}: {exc}") from None
 
 
 def describe(task_name: str, options_cls: type) -> str:

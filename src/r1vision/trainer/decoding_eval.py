@@ -14,16 +14,18 @@ from typing import Any
 import torch
 from transformers import TrainerCallback
 
-from r1vision.generation.hf import SamplingOptions, generate
-
-# MAYE's three decodings (k samples per item; accuracy = any-correct over the k, i.e. pass@k) have one
-# definition, with the geometry metrics. Their ``max_tokens`` (2048) is MAYE's; this callback generates up
-# to its own ``max_new_tokens``.
-from r1vision.tasks.geometry.metrics import DECODINGS as MAYE_DECODINGS
+from r1vision.generation.hf import generate
+from r1vision.generation.sampling import SamplingOptions
+from r1vision.tasks.base import RunContext
 
 
 class DecodingEvalCallback(TrainerCallback):
-    """Generate and score ``splits`` at ``decodings`` every ``every_steps`` steps (and at the end)."""
+    """Generate and score ``splits`` at ``decodings`` every ``every_steps`` steps (and at the end).
+
+    ``decodings`` maps a name to ``{"k": samples, "temperature": T, "top_p": p}`` (MAYE's three are
+    ``r1vision.tasks.geometry.metrics.DECODINGS``); scores come from ``task.evaluate(rows, samples, opts,
+    run)``, the task's own evaluation.
+    """
 
     def __init__(
         self,
@@ -31,7 +33,9 @@ class DecodingEvalCallback(TrainerCallback):
         task: Any,
         splits: Mapping[str, Sequence[dict[str, Any]]],
         every_steps: int,
-        decodings: Mapping[str, Mapping[str, Any]] = MAYE_DECODINGS,
+        decodings: Mapping[str, Mapping[str, Any]],
+        opts: Any = None,
+        run: RunContext | None = None,
         max_new_tokens: int = 256,
         batch_size: int = 8,
         seed: int = 0,
@@ -39,6 +43,8 @@ class DecodingEvalCallback(TrainerCallback):
         if every_steps <= 0:
             raise ValueError(f"every_steps must be positive, got {every_steps}")
         self.trainer, self.task, self.splits = trainer, task, dict(splits)
+        self.opts = opts if opts is not None else task.parse_options()
+        self.run = run or RunContext()
         self.every_steps, self.decodings = every_steps, dict(decodings)
         self.max_new_tokens, self.batch_size, self.seed = max_new_tokens, batch_size, seed
 
@@ -63,7 +69,7 @@ class DecodingEvalCallback(TrainerCallback):
                         completions += generate(model, trainer.processing_class, batch, trainer.pixel_budget,
                                                 options, trainer.args.image_root)  # fmt: skip
                     samples = [c if len(c) > 1 else c[0] for c in completions]
-                    result = self.task.evaluate(list(rows), samples)
+                    result = self.task.evaluate(list(rows), samples, self.opts, self.run)
                     for key, value in result.metrics.items():
                         if isinstance(value, (int, float)):
                             logs[f"eval_{split}/{name}/{key}"] = float(value)
@@ -75,4 +81,8 @@ class DecodingEvalCallback(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         last = state.global_step >= state.max_steps > 0
         if state.global_step % self.every_steps == 0 or last:
+            # Trainer.log resets control.should_log; the step's own log (loss, learning rate, grad norm)
+            # comes after this callback and must still happen. Both land in the step's metrics.csv row.
+            should_log = control.should_log
             self.trainer.log(self.evaluate_now(state.global_step))
+            control.should_log = should_log

@@ -22,7 +22,7 @@ from trl import GRPOTrainer
 
 from r1vision.trainer.checkpoint import CheckpointRenameMixin
 from r1vision.trainer.config import VisionGRPOConfig
-from r1vision.trainer.modeling import VisionSetupMixin
+from r1vision.trainer.setup import VisionSetupMixin
 from r1vision.trainer.validation import prompt_texts, row_label
 from r1vision.vision.images import fit_to_budget, images_of_row, load_image
 
@@ -59,7 +59,7 @@ class VisionGRPOTrainer(CheckpointRenameMixin, VisionSetupMixin, GRPOTrainer):
         generation: contextlib.AbstractContextManager = contextlib.nullcontext()
         if args.use_vllm:  # TRL builds its vLLM backend in __init__: hand it our VLM-aware subclass
             from r1vision.generation.vllm_plan import resolve_max_model_len
-            from r1vision.generation.vllm_trl import vision_vllm_generation
+            from r1vision.generation.vllm_select import vision_vllm_generation
 
             max_images = getattr(args, "max_images_per_prompt", 1)
             generation = vision_vllm_generation(

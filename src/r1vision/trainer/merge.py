@@ -144,22 +144,3 @@ def resolve_model(model: str) -> str:
         logger.warning("%s is a LoRA adapter; merging it into its base model at %s", model, merged)
         merge_adapter(model, merged)
     return str(merged)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``r1vision merge ADAPTER --output_dir DIR [--base MODEL]``."""
-    import argparse
-
-    p = argparse.ArgumentParser(
-        prog="r1vision merge", description="Merge a LoRA adapter into its base model (a stand-alone folder)."
-    )
-    p.add_argument("adapter", help="an adapter folder (a LoRA run's output_dir)")
-    p.add_argument(
-        "--output_dir", "--output-dir", "--out", dest="out", required=True, help="where to write it"
-    )
-    p.add_argument(
-        "--base", default=None, help="base model (default: the one recorded in adapter_config.json)"
-    )
-    a = p.parse_args(argv)
-    print(f"merged model in {merge_adapter(a.adapter, a.out, a.base)}")
-    return 0

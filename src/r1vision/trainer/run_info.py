@@ -18,13 +18,22 @@ def _absolute_if_local(path: str) -> str:
     return str(Path(path).resolve()) if path and Path(path).exists() else path
 
 
-def run_settings(kind: str, script: Any, config: Any, task_options: dict[str, Any]) -> dict[str, Any]:
-    """What a later ``infer``/``eval``/``grpo`` needs to reproduce the training setup."""
+def run_settings(
+    kind: str,
+    script: Any,
+    config: Any,
+    task_options: dict[str, Any],
+    reward_weights: dict[str, float] | None = None,
+) -> dict[str, Any]:
+    """What a later ``infer``/``eval``/``grpo`` needs to reproduce the training setup: the task and the
+    options given (a recipe's merged with the command line's), the rewards as resolved (name -> weight, in
+    order), the data, the pixel budget and the lengths."""
     settings: dict[str, Any] = {
         "kind": kind,
         "task": script.task,
         "task_options": task_options,
-        "reward_funcs": getattr(script, "reward_funcs", None) or getattr(script, "rewards", None),
+        "reward_funcs": list(reward_weights or {}) or None,
+        "reward_weights": dict(reward_weights or {}) or None,
         "base_model": _absolute_if_local(script.model),
         "dataset": _absolute_if_local(script.dataset),
         "dataset_split": script.dataset_split,

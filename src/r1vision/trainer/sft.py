@@ -13,7 +13,7 @@ from trl import SFTTrainer
 
 from r1vision.trainer.checkpoint import CheckpointRenameMixin
 from r1vision.trainer.config import VisionSFTConfig
-from r1vision.trainer.modeling import VisionSetupMixin
+from r1vision.trainer.setup import VisionSetupMixin
 from r1vision.trainer.validation import check_sequence_lengths
 from r1vision.vision.budget import PixelBudget
 from r1vision.vision.images import fit_to_budget, images_of_row, load_image

@@ -17,11 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from r1vision.vision.family import FAMILIES, FAMILY_BOX_FRAME, FAMILY_PATCH
+from r1vision.vision.family import FAMILIES
 
 __all__ = [
-    "FAMILY_BOX_FRAME",
-    "FAMILY_PATCH",
     "PixelBudget",
     "apply_budget_to_processor",
     "processor_pixels",

@@ -39,8 +39,7 @@ FAMILIES: dict[str, FamilyInfo] = {
     )
 }
 
-# Views of the table kept under their historical names.
-FAMILY_PATCH = {name: (f.patch_size, f.merge_size) for name, f in FAMILIES.items()}
+# The box frame of each family (the one fact SGG's box convention reads).
 FAMILY_BOX_FRAME = {name: f.box_frame for name, f in FAMILIES.items()}
 
 
@@ -54,13 +53,6 @@ def model_family(config: Any) -> str:
     raise ValueError(
         f"model type {model_type!r} is not a supported vision-language family ({', '.join(FAMILIES)})"
     )
-
-
-def family_info(family: str) -> FamilyInfo:
-    """The :class:`FamilyInfo` of ``family``; the error names the known families."""
-    if family not in FAMILIES:
-        raise ValueError(f"unknown model family {family!r}; known: {', '.join(sorted(FAMILIES))}")
-    return FAMILIES[family]
 
 
 def model_family_of(model: str) -> str:

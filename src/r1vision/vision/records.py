@@ -8,10 +8,18 @@ cut by a kill is ignored on read and its row is simply generated again.
 from __future__ import annotations
 
 import json
+import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+logger = logging.getLogger(__name__)
+
+
+class PredictionMismatchError(ValueError):
+    """Prediction records name other rows than the ground truth at the same index (e.g. another split)."""
 
 
 def _iter_lines(path: Path) -> Iterator[dict[str, Any]]:
@@ -74,3 +82,62 @@ class RecordWriter:
             f.flush()
             os.fsync(f.fileno())
         self.done.add(int(record["index"]))
+
+
+@dataclass
+class AlignedPredictions:
+    """Predictions lined up with ground-truth rows: one entry per row (its ``samples`` list, else its
+    ``completion``, else ``""``), how many rows have no record, and how many records carry no completion
+    (counted as failures, not silently scored)."""
+
+    completions: list[Any]
+    missing: int
+    without_completion: int
+
+
+def align_predictions(
+    rows: Sequence[Any], pred: str | os.PathLike, gt: str = "the ground truth"
+) -> AlignedPredictions:
+    """The records of ``pred`` aligned with ``rows`` by their ``index``.
+
+    Records carry the id of the row they answer (``id``, else ``image_id``); a record whose id differs
+    from the ground-truth row at its index, or an index past the last row, raises
+    :class:`PredictionMismatchError` naming both, so predictions of one split are never scored against
+    another. Several samples per row (``infer --num_samples``) are passed as a list (pass@k).
+    """
+    by_index = {int(r["index"]): r for r in read_predictions(pred)}
+    check_ids(rows, by_index, gt, str(pred))
+    completions, missing, empty = [], 0, 0
+    for i in range(len(rows)):
+        record = by_index.get(i)
+        if record is None:
+            missing += 1
+            completions.append("")
+            continue
+        value = record.get("samples") or record.get("completion")
+        if not isinstance(value, (str, list)) or not value:
+            empty += 1
+            value = ""
+        completions.append(value)
+    if empty:
+        logger.warning("%s: %d record(s) carry no completion; they count as failures", pred, empty)
+    return AlignedPredictions(completions, missing, empty)
+
+
+def check_ids(rows: Sequence[Any], by_index: dict[int, dict[str, Any]], gt: str, pred: str) -> None:
+    """Raise :class:`PredictionMismatchError` when records fall outside ``rows`` or name other rows."""
+    extra = sorted(i for i in by_index if i >= len(rows))
+    if extra:
+        raise PredictionMismatchError(
+            f"{pred}: {len(extra)} record(s) have an index beyond the {len(rows)} ground-truth rows of {gt} "
+            f"(first: {extra[0]}); were the predictions made on another split?"
+        )
+    for i, record in sorted(by_index.items()):
+        if "id" not in record:
+            continue
+        expected = row_id(rows[i], i)
+        if str(record["id"]) != str(expected):
+            raise PredictionMismatchError(
+                f"{pred}: the record at index {i} answers row id {record['id']!r}, but ground-truth row {i} "
+                f"of {gt} has id {expected!r}; were the predictions made on another split?"
+            )

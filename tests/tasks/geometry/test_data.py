@@ -17,8 +17,10 @@ from r1vision.tasks.geometry.data import (
     load_geometry_dataset,
     split_file,
 )
+from r1vision.tasks.geometry.evaluate import evaluate_geometry
 from r1vision.tasks.geometry.synth import KINDS, latex_fraction, latex_surd, surd, synth_geometry
 from r1vision.tasks.geometry.task import GeometryTask
+from tests.helpers.tasks import run_context
 
 
 def _digest(folder: Path) -> str:
@@ -177,15 +179,17 @@ def test_bad_json_line_names_line(tmp_path: Path) -> None:
 def test_task_api_end_to_end(tmp_path: Path) -> None:
     task = GeometryTask()
     path = task.synth(tmp_path, 6, seed=1, split="test")
-    ds = task.load(path, split="test", model_family="qwen2_5_vl", max_pixels=100_000)
+    opts, run = task.parse_options(), run_context("qwen2_5_vl", 100_000, eos=(2,))
+    ds = task.load(str(path), "test", opts, run)
     rows = [dict(r) for r in ds]
-    assert task.completion_text(rows[0]) == rows[0]["solution"]
+    assert task.sft_target(rows[0], opts, run) == rows[0]["solution"]
     completions = [
         [f"Wait, let me check. \\boxed{{{rows[0]['answer']}}}", "\\boxed{-1}"],
         "\\boxed{-1}",
         *[r["solution"] for r in rows[2:]],
     ]
-    result = task.evaluate(rows, completions, lengths=[[10, 20], 30, 5, 5, 5, 40], max_length=40)
+    result = evaluate_geometry(rows, completions, lengths=[[10, 20], 30, 5, 5, 5, 40], max_length=40)
+    assert task.evaluate(rows, completions, opts, run).metrics["accuracy"] == result.metrics["accuracy"]
     assert result.metrics["accuracy"] == pytest.approx(5 / 6)  # row 0 passes at k=2, row 1 fails
     assert result.metrics["mean_sample_accuracy"] == pytest.approx(5 / 7)
     assert result.metrics["response_length/clip_ratio"] == pytest.approx(1 / 7)
@@ -193,15 +197,15 @@ def test_task_api_end_to_end(tmp_path: Path) -> None:
     assert result.metrics["reflection_words/wait"] == 1
     assert [r["correct"] for r in result.records] == [True, False, True, True, True, True]
     assert result.records[0]["verdicts"] == [True, False] and result.records[1]["predictions"] == ["-1"]
-    names = [s.name for s in task.rewards(eos_token_id=2)]
+    names = [s.name for s in task.rewards(opts, run)]
     assert names == ["accuracy", "format", "language", "no_eos"]
 
 
-def test_task_ignores_options_meant_for_others(tmp_path: Path) -> None:
+def test_one_options_object_serves_load_and_rewards(tmp_path: Path) -> None:
     task = GeometryTask()
     path = task.synth(tmp_path, 2, seed=0)
-    shared = {"model_family": "qwen2_vl", "max_pixels": 4096, "format_weight": 0.5, "instruction": None}
-    ds = task.load(path, **shared)
+    opts, run = task.parse_options({"format_weight": 0.5, "instruction": None}), run_context("qwen2_vl", 4096)
+    ds = task.load(str(path), "train", opts, run)
     assert ds[0]["prompt"][0]["content"][-1]["text"] == ds[0]["question"].replace("<image>", "")
-    specs = task.rewards(**shared)
+    specs = task.rewards(opts, run)
     assert [(s.name, s.weight) for s in specs][:2] == [("accuracy", 1.0), ("format", 0.5)]

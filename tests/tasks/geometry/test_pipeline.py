@@ -5,13 +5,12 @@ import json
 
 from r1vision.cli import main
 from r1vision.tasks.geometry.metrics import REFLECTION_WORDS
-from tests.helpers.cli import infer_args, quick_train_args, scoring_args
+from tests.helpers.cli import infer_args, quick_train_args, scoring_args, synth_splits
 
 
 def test_geometry_pipeline_logs_maye_metrics_and_scores_pass_at_k(tmp_path, tiny_model):
     data = tmp_path / "data"
-    assert main(["synth", "geometry", "--out", str(data), "--n", "4", "--seed", "0"]) == 0
-    assert main(["synth", "geometry", "--out", str(data), "--n", "3", "--seed", "1", "--split", "test"]) == 0
+    synth_splits("geometry", data, {"train": 4, "test": 3})
     base = tiny_model("qwen2_5_vl")
     assert (
         main(

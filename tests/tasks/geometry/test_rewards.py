@@ -9,11 +9,11 @@ import pytest
 
 from r1vision.tasks.common import completion_text
 from r1vision.tasks.geometry.rewards import (
-    build_reward_specs,
     make_accuracy_reward,
     make_format_reward,
     make_language_reward,
     make_no_eos_penalty,
+    make_rewards,
     scripts_used,
 )
 
@@ -75,14 +75,14 @@ def test_no_eos_penalty_with_and_without_max_length() -> None:
         make_no_eos_penalty([])
 
 
-def test_build_reward_specs_weights_and_names() -> None:
-    specs = build_reward_specs(format_weight=0.5, language_weight=0.25)
+def test_make_rewards_weights_and_names() -> None:
+    specs = make_rewards(format_weight=0.5, language_weight=0.25)
     assert [(s.name, s.weight, s.low, s.high) for s in specs] == [
         ("accuracy", 1.0, 0.0, 1.0),
         ("format", 0.5, 0.0, 1.0),
         ("language", 0.25, -1.0, 0.0),
     ]
-    specs = build_reward_specs(eos_token_id=2, max_completion_length=8, no_eos_weight=2.0)
+    specs = make_rewards(eos_token_id=2, max_completion_length=8, no_eos_weight=2.0)
     assert specs[-1].name == "no_eos" and specs[-1].weight == 2.0
     assert all(s.func.__name__ == s.name for s in specs)
 
@@ -92,7 +92,7 @@ def test_build_reward_specs_weights_and_names() -> None:
     ["", None, 12, ["not a message"], [{"role": "assistant", "content": None}], "\\boxed{" * 3000, "\ud800"],
 )
 def test_rewards_never_raise_and_stay_in_range(hostile: object) -> None:
-    for spec in build_reward_specs(eos_token_id=0, max_completion_length=4):
+    for spec in make_rewards(eos_token_id=0, max_completion_length=4):
         values = spec.func(None, [hostile], solution=["\\boxed{3}"], completion_ids=[None])
         assert len(values) == 1 and math.isfinite(values[0]) and spec.low <= values[0] <= spec.high
 
@@ -120,7 +120,7 @@ HOSTILE_1MB = {
 
 
 def test_geometry_rewards_without_reference_columns_score_zero() -> None:
-    for spec in build_reward_specs():
+    for spec in make_rewards():
         assert spec.func([None], ["\\boxed{3}"]) == [0.0]
 
 
@@ -132,7 +132,7 @@ def test_a_1mb_hostile_completion_costs_under_100ms_per_reward(name: str) -> Non
     are linear and capped, so the old quadratic scan (58-209 s on ``\\boxed{`` x 20000) fails by far.
     """
     text = HOSTILE_1MB[name]
-    specs = build_reward_specs(eos_token_id=2, max_completion_length=2048)
+    specs = make_rewards(eos_token_id=2, max_completion_length=2048)
     for spec in specs:
         spec.func([None], ["warm-up"], solution=["\\boxed{3}"])
         best = float("inf")
@@ -145,7 +145,7 @@ def test_a_1mb_hostile_completion_costs_under_100ms_per_reward(name: str) -> Non
 
 
 def test_geometry_accuracy_with_list_references() -> None:
-    accuracy = build_reward_specs()[0].func
+    accuracy = make_rewards()[0].func
     completions = ["\\boxed{['3', '4']}", "\\boxed{4}", "\\boxed{5}", "\\boxed{20}"]
     solutions = [["3", "4"], ["3", "4"], ["3", "4"], 20]
     assert accuracy([None] * 4, completions, solution=solutions) == [0.0, 1.0, 0.0, 1.0]

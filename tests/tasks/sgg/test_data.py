@@ -16,6 +16,7 @@ from r1vision.tasks.sgg.parse import parse_scene_graph
 from r1vision.tasks.sgg.synth import make_config, synth_rows, synth_sgg
 from r1vision.tasks.sgg.task import SGGTask
 from r1vision.vision.budget import PixelBudget
+from tests.helpers.tasks import run_context, task_rows
 
 SCHEMA = ["image_id", "image", "prompt_open", "prompt_close", "objects", "relationships"]
 
@@ -137,9 +138,11 @@ def test_validation_names_row_and_field():
 def test_task_load_builds_trainer_rows(tmp_path):
     out = synth_sgg(tmp_path / "s", 3, seed=4, split="train")
     task = SGGTask()
-    ds = task.load(
-        out, "train", model_family="qwen2_5_vl", prompt="closed", think=True, max_pixels=256 * 28 * 28
+    opts, run = (
+        task.parse_options({"prompt": "closed", "think": True}),
+        run_context("qwen2_5_vl", 256 * 28 * 28),
     )
+    ds = task.load(str(out), "train", opts, run)
     assert set(ds.column_names) == {"prompt", "images", "completion", "image_id", "objects", "relationships"}
     r = ds[0]
     user = r["prompt"][-1]["content"]
@@ -153,17 +156,13 @@ def test_task_load_builds_trainer_rows(tmp_path):
     for o, g in zip(graph.objects, gt, strict=True):
         sx, sy = w / r["images"][0].size[0], h / r["images"][0].size[1]
         assert o.box == tuple(float(round(v * s)) for v, s in zip(g["bbox"], (sx, sy, sx, sy), strict=True))
-    assert (
-        task.completion_text(r, model_family="qwen2_5_vl", max_pixels=256 * 28 * 28)
-        == r["completion"][0]["content"][0]["text"]
-    )
-    open_rows = task.load(out, "train")  # no family: generic prompt, no SFT target
+    assert task.sft_target(r, opts, run) == r["completion"][0]["content"][0]["text"]
+    open_rows = task_rows("sgg", out, "train")  # no family: generic prompt, no SFT target
     assert "completion" not in open_rows.column_names
     assert len(load_vocabulary("psg").predicates) == 56 and len(load_vocabulary("vg150").objects) == 150
 
 
 def test_sgg_loader_names_row_of_unreadable_image(tmp_path):
-    from r1vision.tasks import get_task
 
     Image.new("RGB", (64, 48), "white").save(tmp_path / "ok.png")
     (tmp_path / "bad.png").write_bytes(b"not an image at all")
@@ -175,4 +174,4 @@ def test_sgg_loader_names_row_of_unreadable_image(tmp_path):
             )
             f.write("\n")
     with pytest.raises(Exception, match=r"row 1 \(image_id='img1'\): field 'image': cannot read"):
-        get_task("sgg").load(str(tmp_path), split="train", model_family="qwen2_vl", with_completion=True)
+        task_rows("sgg", tmp_path, "train", family="qwen2_vl", with_completion=True)

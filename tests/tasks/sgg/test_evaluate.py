@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from r1vision.tasks.base import RunContext
 from r1vision.tasks.sgg.categories import load_vocabulary
 from r1vision.tasks.sgg.data import image_size, sft_target
 from r1vision.tasks.sgg.evaluate import evaluate_sgg, format_table
@@ -150,7 +151,8 @@ def test_our_completions_end_to_end_on_synthetic_rows(tmp_path):
     with pytest.raises(ValueError, match="model_family"):
         evaluate_sgg(gt, str(path))
     # The task API: sizes come from the rows' images.
-    res = SGGTask().evaluate(rows, [x["completion"] for x in lines], model_family=family, vocab="synth")
+    opts, run = SGGTask.parse_options({"vocab": "synth"}), RunContext(family)
+    res = SGGTask().evaluate(rows, [x["completion"] for x in lines], opts, run)
     assert res.metrics["ngR@100"] == pytest.approx(m["ngR@100"]) and len(res.records) == n_rel
     table = format_table(m)
     assert "mR" in table and "parse failures: 16.67%" in table

@@ -158,7 +158,7 @@ def test_cli_exits_non_zero_on_mismatched_ids(tmp_path):
     pred = tmp_path / "pred.json"
     pred.write_text(json.dumps({f"x{k}": v for k, v in PREDS.items()}))
     proc = subprocess.run(
-        [sys.executable, "-m", "r1vision.cli", "eval", "sgg", "--gt", str(gt), "--pred", str(pred)],
+        [sys.executable, "-m", "r1vision.cli", "eval", "--task", "sgg", "--dataset", str(gt), "--pred", str(pred)],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert proc.returncode != 0 and "none of the 5 prediction ids" in proc.stderr

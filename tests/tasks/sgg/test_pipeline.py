@@ -5,38 +5,15 @@ import json
 import pytest
 
 from r1vision.cli import main
-from tests.helpers.cli import quick_train_args, scoring_args
+from tests.helpers.cli import quick_train_args, scoring_args, synth_splits
+from tests.helpers.tasks import task_rows
 
 
 @pytest.fixture(scope="module")
 def sgg_run(tmp_path_factory, tiny_model):
     root = tmp_path_factory.mktemp("sgg")
     data = root / "data"
-    assert (
-        main(
-            ["synth", "sgg", "--out", str(data), "--n", "8", "--seed", "0", "--options", '{"preset": "demo"}']
-        )
-        == 0
-    )
-    assert (
-        main(
-            [
-                "synth",
-                "sgg",
-                "--out",
-                str(data),
-                "--n",
-                "4",
-                "--seed",
-                "0",
-                "--split",
-                "val",
-                "--options",
-                '{"preset": "demo"}',
-            ]
-        )
-        == 0
-    )
+    synth_splits("sgg", data, {"train": 8, "val": 4}, "--synth_options", '{"preset": "demo"}')
     common = quick_train_args(data, "sgg", batch=4, max_pixels=7056)
     base = tiny_model("qwen2_vl")
     assert main(["sft", "--model", base, "--output_dir", str(root / "sft"), *common]) == 0
@@ -80,7 +57,7 @@ def test_infer_eval_viz(sgg_run, capsys):
         str(data),
         "--split",
         "val",
-        "--out",
+        "--output_dir",
         str(pred),
         "--batch-size",
         "2",
@@ -115,7 +92,7 @@ def test_infer_eval_viz(sgg_run, capsys):
                 "--index",
                 "0",
                 "1",
-                "--out",
+                "--output_dir",
                 str(root / "viz"),
             ]
         )
@@ -127,11 +104,8 @@ def test_infer_eval_viz(sgg_run, capsys):
 
 def test_eval_perfect_predictions_score_full_recall(sgg_run, tmp_path):
     """Ground truth written as SFT targets, evaluated as predictions: every relation is recalled."""
-    from r1vision.tasks import get_task
-
     _, data = sgg_run
-    task = get_task("sgg")
-    rows = task.load(data, split="val", model_family="qwen2_vl")
+    rows = task_rows("sgg", data, "val", family="qwen2_vl")
     pred = tmp_path / "perfect.jsonl"
     with pred.open("w") as f:
         for i, row in enumerate(rows):
@@ -149,7 +123,19 @@ def test_eval_perfect_predictions_score_full_recall(sgg_run, tmp_path):
     out = tmp_path / "m.json"
     assert (
         main(
-            ["eval", "sgg", "--gt", str(data), "--pred", str(pred), "--split", "val", "--json-out", str(out)]
+            [
+                "eval",
+                "--task",
+                "sgg",
+                "--dataset",
+                str(data),
+                "--pred",
+                str(pred),
+                "--split",
+                "val",
+                "--json-out",
+                str(out),
+            ]
         )
         == 0
     )

@@ -76,6 +76,48 @@ def test_half_width_box_by_hand():
     assert s["edge_hard"] == 1.0  # IoU 0.5 reaches the threshold
 
 
+@pytest.mark.parametrize("pure_python", [False, True])
+def test_listing_every_predicate_for_a_pair_does_not_earn_full_credit(monkeypatch, pure_python):
+    """The edge rewards were gamed by listing all 50 VG150 predicates for a pair (1.0; R1-SGG: 0.047).
+
+    Rule: a hit is worth min(1, g / k), g the GT predicates of the GT pair, k the distinct predicates the
+    answer lists for its pair. The per-row scorer, the batched numpy path and the compiled path agree.
+    """
+    from r1vision import compiled
+    from r1vision.tasks.sgg.categories import load_vocabulary
+    from r1vision.tasks.sgg.scorer import SGGScorer
+
+    if pure_python:
+        monkeypatch.setattr(compiled, "relation_hits", None)
+    objects = [("man.1", [0, 0, 500, 500]), ("horse.1", [500, 500, 1000, 1000])]
+    predicates = load_vocabulary("vg150").predicates
+    spam = answer(objects, [("man.1", p, "horse.1") for p in predicates])
+    honest = answer(objects, [("man.1", "riding", "horse.1")])
+    two = json.dumps([{"subject": "man.1", "predicate": p, "object": "horse.1"} for p in ("riding", "on")])
+    two_cols = {**COLUMNS, "relationships": [two]}
+    for family in ("qwen2_vl",):
+        s = scores(spam, family)
+        assert (
+            len(predicates) == 50
+            and s["edge"] == pytest.approx(1 / 50)
+            and s["edge_hard"] == pytest.approx(1 / 50)
+        )
+        assert scores(honest, family)["edge"] == 1.0
+        # as many predicates as the ground truth has still earn full credit; one of two earns half
+        both = answer(objects, [("man.1", "riding", "horse.1"), ("man.1", "on", "horse.1")])
+        assert (
+            scores(both, family, two_cols)["edge"] == 1.0 and scores(honest, family, two_cols)["edge"] == 0.5
+        )
+        assert scores(spam, family, two_cols)["edge"] == pytest.approx(2 / 50)
+        # a duplicate of one predicate is one predicate
+        dup = answer(objects, [("man.1", "riding", "horse.1")] * 3)
+        assert scores(dup, family)["edge"] == 1.0
+        scorer = SGGScorer(family)
+        cols = [COLUMNS[k] * 3 for k in ("objects", "relationships", "original_image_sizes")]
+        batched = scorer.score_many([spam, honest, dup], *cols, [None] * 3)
+        assert [round(b.edge, 12) for b in batched] == [round(1 / 50, 12), 1.0, 1.0]
+
+
 def test_missing_object_and_relation():
     s = scores(answer([("man.1", [0, 0, 500, 500])]))
     assert s["node"] == pytest.approx(0.5) and s["box"] == pytest.approx(0.5)
@@ -128,7 +170,7 @@ def test_box_convention_round_trip_gives_max_reward(family):
     budget = PixelBudget.for_family(family, max_pixels=512 * 28 * 28)
     for row in rows:
         size = image_size(row["image"])
-        target = sft_target(row["objects"], row["relationships"], size, family, max_pixels=512 * 28 * 28)
+        target = sft_target(row["objects"], row["relationships"], size, family, budget)
         cols = {
             "objects": [row["objects"]],
             "relationships": [row["relationships"]],
@@ -136,10 +178,7 @@ def test_box_convention_round_trip_gives_max_reward(family):
             "image_sizes": [[list(budget.resized_size(*size))]],
         }
         completion = [{"role": "assistant", "content": target}]
-        got = {
-            s.name: s.func([None], [completion], **cols)[0]
-            for s in make_rewards(family, max_pixels=512 * 28 * 28)
-        }
+        got = {s.name: s.func([None], [completion], **cols)[0] for s in make_rewards(family, budget=budget)}
         assert got == {"format": 1.0, "node": 1.0, "box": 1.0, "edge": 1.0, "edge_hard": 1.0}, (family, got)
 
 
@@ -226,3 +265,52 @@ def test_random_boxes_stay_in_range():
     for spec in make_rewards("qwen3_vl"):
         values = spec.func([None] * len(texts), texts, **{k: v * len(texts) for k, v in COLUMNS.items()})
         assert all(0.0 <= v <= 1.0 and math.isfinite(v) for v in values)
+
+
+@pytest.mark.parametrize("pure_python", [False, True])
+def test_ground_truth_boxes_of_three_numbers_never_make_a_reward_raise(monkeypatch, pure_python):
+    """Four GT boxes of 3 numbers each reshaped into 3 boxes of 4 and the compiled pair geometry raised
+    (``gt has 96 bytes, expected 128``); the pure-Python path raised an IndexError."""
+    from r1vision import compiled
+    from r1vision.tasks.sgg.f1 import f1_rewards
+
+    if pure_python:
+        for name in ("pair_geometry", "relation_hits", "scan_truth", "scan_answer"):
+            monkeypatch.setattr(compiled, name, None)
+    bad = [{"id": f"x.{i}", "bbox": [0, 0, 5 + i]} for i in range(3)] + [{"id": "man.1", "bbox": [0, 0, 50]}]
+    mixed = [{"id": "man.1", "bbox": [0, 0, 50, 100]}, {"id": "horse.1", "bbox": [50, 100, 100]}]
+    good = json.loads(GT_OBJECTS)
+    objects = [json.dumps(bad), json.dumps(mixed), json.dumps(good), bad, mixed, good]
+    n = len(objects)
+    text = answer(
+        [("man.1", [0, 0, 500, 500]), ("horse.1", [500, 500, 1000, 1000])], [("man.1", "riding", "horse.1")]
+    )
+    cols = {"objects": objects, "relationships": [GT_RELS] * n, "original_image_sizes": [[[100, 200]]] * n}
+    from r1vision.tasks.sgg import matching
+
+    monkeypatch.setattr(matching, "_WARNED", set())
+    matching._gt_from_json.cache_clear()
+    with pytest.warns(UserWarning, match="malformed bbox"):
+        values = {s.name: s.func([None] * n, [text] * n, **cols) for s in make_rewards("qwen2_vl")}
+    values.update({s.name: s.func([None] * n, [text] * n, **cols) for s in f1_rewards("qwen2_vl")})
+    for name, vals in values.items():
+        assert len(vals) == n and all(0.0 <= v <= 1.0 for v in vals), (name, vals)
+    # a malformed GT object is left out: the valid man is the whole ground truth, the relation naming
+    # the horse cannot be recalled (it still counts in the denominator)
+    assert values["node"][0] == 0.0 and values["node"][1] == 1.0 and values["edge"][1] == 0.0
+    assert values["node"][2] == 1.0 and values["edge"][2] == 1.0
+
+
+def test_evaluation_names_the_row_of_a_malformed_ground_truth_box():
+    from r1vision.tasks.loading import DatasetLoadError
+    from r1vision.tasks.sgg.evaluate import GroundTruthError, evaluate_sgg
+
+    size = {"original_image_sizes": [[100, 200]]}
+    rows = [{"image_id": "a", "objects": GT_OBJECTS, "relationships": GT_RELS, **size},
+            {"image_id": "b", "objects": json.dumps([{"id": "man.1", "bbox": [0, 0, 5]}]), "relationships": "[]",
+             **size}]  # fmt: skip
+    with pytest.raises(
+        GroundTruthError, match=r"row 1 \(image_id='b'\): object 'man.1' has bbox \[0, 0, 5\]"
+    ):
+        evaluate_sgg(rows, {"a": "x", "b": "y"}, model_family="qwen2_vl")
+    assert issubclass(GroundTruthError, DatasetLoadError)  # the CLI's one-line refusal, exit 2

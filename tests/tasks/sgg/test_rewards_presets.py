@@ -8,11 +8,11 @@ import time
 
 import pytest
 
-from r1vision.tasks import get_task
 from r1vision.tasks.sgg.f1 import f1_rewards
 from r1vision.tasks.sgg.parse import parse_scene_graph
 from r1vision.tasks.sgg.rewards import PRESETS, make_rewards
 from tests.helpers.paths import ROOT
+from tests.helpers.tasks import task_rewards
 
 GT_OBJECTS = json.dumps(
     [{"id": "man.1", "bbox": [0, 0, 50, 100]}, {"id": "horse.1", "bbox": [50, 100, 100, 200]}]
@@ -112,13 +112,14 @@ def test_r1sgg_preset_has_r1sggs_weights_and_changes_the_box_term():
 
 
 def test_task_options_reach_the_preset_and_the_f1_reward_set():
-    task = get_task("sgg")
-    f1 = task.rewards(model_family="qwen2_vl", reward_set="f1", max_pixels=None)
+    f1 = task_rewards("sgg", family="qwen2_vl", reward_set="f1")
     assert [s.name for s in f1] == ["format", "node_f1", "edge_f1"]
-    r1 = task.rewards(model_family="qwen2_vl", preset="r1sgg")
+    r1 = task_rewards("sgg", family="qwen2_vl", preset="r1sgg")
     assert [s.weight for s in r1] == [1.0, 2.0, 2.0, 5.0, 0.0]
     with pytest.raises(ValueError, match="reward_set"):
-        task.rewards(model_family="qwen2_vl", reward_set="nope")
+        task_rewards("sgg", family="qwen2_vl", reward_set="nope")
+    with pytest.raises(ValueError, match="need the model family"):
+        task_rewards("sgg")
 
 
 def test_the_grpo_recipe_uses_r1sggs_preset():
@@ -126,4 +127,4 @@ def test_the_grpo_recipe_uses_r1sggs_preset():
     import yaml
 
     recipe = yaml.safe_load((ROOT / "configs/recipes/sgg_grpo.yaml").read_text())
-    assert json.loads(recipe["task_options"]) == {"preset": "r1sgg"}
+    assert recipe["task_options"] == {"preset": "r1sgg"}

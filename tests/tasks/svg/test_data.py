@@ -10,10 +10,11 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from r1vision.tasks import get_task
+from r1vision.tasks.base import RunContext
 from r1vision.tasks.loading import DatasetLoadError
 from r1vision.tasks.svg.sanitize import sanitize
 from r1vision.tasks.svg.task import SVGTask
+from tests.helpers.tasks import task_rows
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +44,7 @@ def test_synth_is_deterministic_and_follows_vfig_schema(synth):
 
 def test_load_vfig_rows_into_trainer_format(synth):
     a, _, _ = synth
-    ds = get_task("svg").load(a.parent, split="train", model_family="qwen3_vl")
+    ds = task_rows("svg", a.parent, "train", family="qwen3_vl")
     assert len(ds) == 4
     row = ds[0]
     raw = pq.read_table(a).to_pylist()[0]
@@ -52,7 +53,7 @@ def test_load_vfig_rows_into_trainer_format(synth):
     assert row["completion"][0]["content"][0]["text"] == raw["response"] == row["svg_gt"]
     assert row["gt_image"] == str((a.parent / raw["reward_model"]["ground_truth"]).resolve())
     assert row["png_size"] == raw["extra_info"]["png_size"]
-    assert SVGTask().completion_text(row) == raw["response"]
+    assert SVGTask().sft_target(row, SVGTask.Options(), RunContext()) == raw["response"]
 
 
 def test_load_with_column_mapping_and_image_root(tmp_path, synth):
@@ -66,8 +67,11 @@ def test_load_with_column_mapping_and_image_root(tmp_path, synth):
                 )
                 + "\n"
             )
-    ds = SVGTask().load(
-        tmp_path / "train.jsonl", columns={"image": "figure", "svg": "code", "id": "key"}, image_root=a.parent
+    ds = task_rows(
+        "svg",
+        tmp_path / "train.jsonl",
+        columns={"image": "figure", "svg": "code", "id": "key"},
+        image_root=str(a.parent),
     )
     assert ds[1]["id"] == "k1" and ds[1]["svg_gt"] == raw[1]["response"]
     assert ds[1]["gt_image"] == str(a.parent / raw[1]["images"][0])
@@ -79,17 +83,18 @@ def test_bad_rows_name_the_row_and_field(tmp_path, synth):
     rows[1]["response"] = "not an svg"
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "train.parquet")
     with pytest.raises(DatasetLoadError, match=r"row 1: 'response'"):
-        SVGTask().load(tmp_path)
+        task_rows("svg", tmp_path)
     with pytest.raises(DatasetLoadError, match="missing column"):
-        SVGTask().load(tmp_path, columns={"image": "nope", "svg": "response"})
+        task_rows("svg", tmp_path, columns={"image": "nope", "svg": "response"})
 
 
 def test_evaluate_and_contact_sheet(tmp_path, synth):
     a, _, _ = synth
-    ds = SVGTask().load(a.parent)
+    ds = task_rows("svg", a.parent)
     rows = [ds[i] for i in range(4)]
     completions = [rows[0]["svg_gt"], rows[1]["svg_gt"], "no svg", rows[3]["svg_gt"].replace("</svg>", "")]
-    result = SVGTask().evaluate(rows, completions, contact_sheet=tmp_path / "sheet.png", sheet_n=4)
+    opts = SVGTask.parse_options({"contact_sheet": str(tmp_path / "sheet.png"), "sheet_n": 4})
+    result = SVGTask().evaluate(rows, completions, opts, RunContext())
     m = result.metrics
     assert m["render_rate"] == 0.5 and m["fail_no_svg"] == 0.25 and m["fail_truncated"] == 0.25
     # the ground-truth PNG is resampled to the comparison canvas, the prediction rendered at it: near 1, not 1

@@ -3,13 +3,12 @@
 import json
 
 from r1vision.cli import main
-from tests.helpers.cli import infer_args, quick_train_args, scoring_args
+from tests.helpers.cli import infer_args, quick_train_args, scoring_args, synth_splits
 
 
 def test_svg_pipeline(tmp_path, tiny_model):
     data = tmp_path / "data"
-    assert main(["synth", "svg", "--out", str(data), "--n", "4", "--seed", "0"]) == 0
-    assert main(["synth", "svg", "--out", str(data), "--n", "2", "--seed", "0", "--split", "test"]) == 0
+    synth_splits("svg", data, {"train": 4, "test": 2})
     common = quick_train_args(data, "svg", batch=2, max_pixels=3136)
     base = tiny_model("qwen3_vl")
     assert (

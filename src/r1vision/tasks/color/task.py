@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from r1vision.tasks.base import RewardSpec, Task
+from r1vision.tasks.base import RewardSpec, RunContext, Task
 from r1vision.tasks.color.data import load_color_dataset
 from r1vision.tasks.color.prompts import answer_text
 from r1vision.tasks.color.rewards import color_accuracy, color_format
+from r1vision.tasks.options import NoOptions
 
 
 class ColorTask(Task):
@@ -16,21 +18,17 @@ class ColorTask(Task):
 
     name = "color"
     description = "name the colour of the shape (built-in smoke-test task)"
+    Options = NoOptions
+    max_new_tokens = 16
+    synthesizer = "r1vision.tasks.color.synth:synth_color"
 
-    def synth(self, out_dir: str | Path, n: int, seed: int = 0, split: str = "train", **kwargs: Any) -> Path:
-        from r1vision.tasks.color.synth import synth_color
-
-        return synth_color(out_dir, n, seed=seed, split=split, **kwargs)
-
-    def load(self, source: str | Path, split: str = "train", **kwargs: Any):
-        self.check_options(kwargs)
+    def load(self, source: str | Path, split: str, opts: NoOptions, run: RunContext):
         return load_color_dataset(source, split)
 
-    def completion_text(self, row: dict[str, Any], **kwargs: Any) -> str:
+    def sft_target(self, row: Mapping[str, Any], opts: NoOptions, run: RunContext) -> str:
         return answer_text(row["answer"])
 
-    def rewards(self, **kwargs: Any) -> list[RewardSpec]:
-        self.check_options(kwargs)
+    def rewards(self, opts: NoOptions, run: RunContext) -> list[RewardSpec]:
         return [
             RewardSpec("accuracy", color_accuracy, weight=1.0),
             RewardSpec("format", color_format, weight=0.5),

@@ -19,7 +19,7 @@ from r1vision.tasks.geometry.metrics import (
     pass_at_k_unbiased,
     reflection_metrics,
 )
-from r1vision.tasks.geometry.rewards import build_reward_specs
+from r1vision.tasks.geometry.rewards import make_rewards
 from r1vision.tasks.geometry.verify import answers_match, answers_match_batch, explain_match
 
 __all__ = [
@@ -28,7 +28,7 @@ __all__ = [
     "GeometryTask",
     "answers_match",
     "answers_match_batch",
-    "build_reward_specs",
+    "make_rewards",
     "explain_match",
     "extract_final_answer",
     "generation_step_metrics",

@@ -5,7 +5,8 @@
 - ``language``: -1.0 when a completion mixes writing systems (e.g. Latin and Chinese), else 0.0.
 - ``no_eos``: -1.0 for a completion cut at the token limit without an EOS token, else 0.0.
 
-Each is weighted by :func:`build_reward_specs`. None of them raises or hangs on model text.
+Each is weighted by :func:`make_rewards`. None of them raises or hangs on model text; the runners also hold
+each to its declared range (:func:`r1vision.tasks.base.guarded_rewards`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from typing import Any
 from r1vision.tasks.base import RewardSpec
 from r1vision.tasks.common import column as _column
 from r1vision.tasks.common import completion_text
-from r1vision.tasks.common import guard_reward as _finite
 from r1vision.tasks.geometry.extract import parse_choices
 from r1vision.tasks.geometry.metrics import generation_step_metrics
 from r1vision.tasks.geometry.verify import DEFAULT_TIMEOUT_S, answers_match_batch
@@ -190,7 +190,7 @@ def make_no_eos_penalty(
     return no_eos
 
 
-def build_reward_specs(
+def make_rewards(
     accuracy_weight: float = 1.0,
     format_weight: float = 0.0,
     language_weight: float = 0.0,
@@ -200,25 +200,19 @@ def build_reward_specs(
     require_close_think: bool = True,
     timeout: float = DEFAULT_TIMEOUT_S,
 ) -> list[RewardSpec]:
-    """The geometry rewards with their weights.
+    """The geometry rewards with their weights and ranges.
 
     ``accuracy``, ``format`` and ``language`` are always returned (a zero weight still logs the value);
     ``no_eos`` only when ``eos_token_id`` is given, since it cannot work without it.
     """
     specs = [
         RewardSpec(
-            "accuracy",
-            _finite(make_accuracy_reward(timeout, max_completion_length), 0.0, 1.0),
-            accuracy_weight,
-            0.0,
-            1.0,
+            "accuracy", make_accuracy_reward(timeout, max_completion_length), accuracy_weight, 0.0, 1.0
         ),
-        RewardSpec(
-            "format", _finite(make_format_reward(require_close_think), 0.0, 1.0), format_weight, 0.0, 1.0
-        ),
-        RewardSpec("language", _finite(make_language_reward(), -1.0, 0.0), language_weight, -1.0, 0.0),
+        RewardSpec("format", make_format_reward(require_close_think), format_weight, 0.0, 1.0),
+        RewardSpec("language", make_language_reward(), language_weight, -1.0, 0.0),
     ]
     if eos_token_id is not None:
         penalty = make_no_eos_penalty(eos_token_id, max_completion_length)
-        specs.append(RewardSpec("no_eos", _finite(penalty, -1.0, 0.0), no_eos_weight, -1.0, 0.0))
+        specs.append(RewardSpec("no_eos", penalty, no_eos_weight, -1.0, 0.0))
     return specs

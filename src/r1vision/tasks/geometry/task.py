@@ -2,49 +2,37 @@
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from r1vision.tasks.base import EvalResult, RewardSpec, Task
+from r1vision.tasks.base import EvalResult, RewardSpec, RunContext, Task
 from r1vision.tasks.geometry.data import DEFAULT_INSTRUCTION, load_geometry_dataset, solution_text
 from r1vision.tasks.geometry.evaluate import evaluate_geometry
-from r1vision.tasks.geometry.rewards import build_reward_specs
+from r1vision.tasks.geometry.rewards import make_rewards
 from r1vision.tasks.geometry.verify import DEFAULT_TIMEOUT_S
-
-
-def _accepted(func: Any, options: dict[str, Any], exclude: Sequence[str] = ()) -> dict[str, Any]:
-    """The entries of ``options`` that are keyword parameters of ``func``."""
-    params = inspect.signature(func).parameters
-    return {k: v for k, v in options.items() if k in params and k not in exclude}
-
-
-def _help(text: str) -> dict[str, str]:
-    return {"help": text}
+from r1vision.tasks.options import option
 
 
 @dataclass(frozen=True)
 class GeometryOptions:
     """Options of the ``geometry`` task (``--task_options``)."""
 
-    column_mapping: dict[str, str] | None = field(
-        default=None, metadata=_help('source column -> canonical name, e.g. {"problem": "question"}')
+    column_mapping: dict[str, str] | None = option(
+        None, 'source column -> canonical name, e.g. {"problem": "question"}'
     )
-    instruction: str | None = field(default=DEFAULT_INSTRUCTION, metadata=_help("appended to each question"))
-    system_prompt: str | None = field(default=None, metadata=_help("system prompt"))
-    check_images: bool = field(default=True, metadata=_help("check image files while loading"))
-    limit: int | None = field(default=None, metadata=_help("use the first N rows"))
-    hub_kwargs: dict[str, Any] | None = field(
-        default=None, metadata=_help("extra datasets.load_dataset arguments")
-    )
-    accuracy_weight: float = field(default=1.0, metadata=_help("weight of the accuracy reward"))
-    format_weight: float = field(default=0.0, metadata=_help("weight of the <think> format reward"))
-    language_weight: float = field(default=0.0, metadata=_help("weight of the language-mixing penalty"))
-    no_eos_weight: float = field(default=1.0, metadata=_help("weight of the truncation penalty"))
-    require_close_think: bool = field(default=True, metadata=_help("format reward: require </think>"))
-    timeout: float = field(default=DEFAULT_TIMEOUT_S, metadata=_help("seconds per math-verify check"))
+    instruction: str | None = option(DEFAULT_INSTRUCTION, "appended to each question")
+    system_prompt: str | None = option(None, "system prompt")
+    check_images: bool = option(True, "check image files while loading")
+    limit: int | None = option(None, "use the first N rows")
+    hub_kwargs: dict[str, Any] | None = option(None, "extra datasets.load_dataset arguments")
+    accuracy_weight: float = option(1.0, "weight of the accuracy reward")
+    format_weight: float = option(0.0, "weight of the <think> format reward")
+    language_weight: float = option(0.0, "weight of the language-mixing penalty")
+    no_eos_weight: float = option(1.0, "weight of the truncation penalty")
+    require_close_think: bool = option(True, "format reward: require </think>")
+    timeout: float = option(DEFAULT_TIMEOUT_S, "seconds per math-verify check")
 
 
 class GeometryTask(Task):
@@ -57,43 +45,45 @@ class GeometryTask(Task):
     name = "geometry"
     description = "visual geometry maths (geometry3k, mm_math; MAYE's schema and evaluation scheme)"
     Options = GeometryOptions
+    max_new_tokens = 2048  # MAYE's
+    synthesizer = "r1vision.tasks.geometry.synth:synth_geometry"
 
-    def synth(self, out_dir: str | Path, n: int, seed: int = 0, split: str = "train", **kwargs: Any) -> Path:
-        from r1vision.tasks.geometry.synth import synth_geometry
+    def load(self, source: str | Path, split: str, opts: GeometryOptions, run: RunContext):
+        """Trainer-format rows via :func:`load_geometry_dataset` (geometry targets hold no coordinates, so
+        the pixel budget plays no part here)."""
+        return load_geometry_dataset(
+            source,
+            split,
+            column_mapping=opts.column_mapping,
+            instruction=opts.instruction,
+            system_prompt=opts.system_prompt,
+            check_images=opts.check_images,
+            limit=opts.limit,
+            **dict(opts.hub_kwargs or {}),
+        )
 
-        return synth_geometry(out_dir, n, seed=seed, split=split)
+    def rewards(self, opts: GeometryOptions, run: RunContext) -> list[RewardSpec]:
+        """Accuracy, format, language and (when the run knows its end-of-sequence ids) no-EOS rewards."""
+        return make_rewards(
+            accuracy_weight=opts.accuracy_weight,
+            format_weight=opts.format_weight,
+            language_weight=opts.language_weight,
+            no_eos_weight=opts.no_eos_weight,
+            eos_token_id=list(run.eos_token_ids) or None,
+            max_completion_length=run.max_completion_length,
+            require_close_think=opts.require_close_think,
+            timeout=opts.timeout,
+        )
 
-    def load(self, source: str | Path, split: str = "train", **kwargs: Any):
-        """Trainer-format rows via :func:`load_geometry_dataset`.
-
-        Options (:class:`GeometryOptions`): ``column_mapping``, ``instruction``, ``system_prompt``,
-        ``check_images``, ``limit`` and ``hub_kwargs``; the reward options and the runner's context (the
-        pixel budget: geometry targets hold no coordinates) are accepted and not used here. An unknown
-        option is an error.
-        """
-        self.check_options(kwargs)
-        options = _accepted(load_geometry_dataset, kwargs, exclude=("source", "split", "load_kwargs"))
-        return load_geometry_dataset(source, split, **options, **dict(kwargs.get("hub_kwargs") or {}))
-
-    def rewards(self, **kwargs: Any) -> list[RewardSpec]:
-        """Accuracy, format, language and (with ``eos_token_id``) no-EOS rewards; see ``build_reward_specs``.
-
-        Load options and the runner's context (e.g. ``model_family``) are accepted and not used here; an
-        unknown option is an error.
-        """
-        self.check_options(kwargs)
-        return build_reward_specs(**_accepted(build_reward_specs, kwargs))
-
-    def completion_text(self, row: dict[str, Any], **kwargs: Any) -> str:
+    def sft_target(self, row: Mapping[str, Any], opts: GeometryOptions, run: RunContext) -> str:
         return solution_text(row)
 
     def evaluate(
-        self, rows: Sequence[dict[str, Any]], completions: Sequence[str | Sequence[str]], **kwargs: Any
+        self,
+        rows: Sequence[Mapping[str, Any]],
+        completions: Sequence[str | Sequence[str]],
+        opts: GeometryOptions,
+        run: RunContext,
     ) -> EvalResult:
-        """Accuracy (pass@k), verdicts and reflection metrics: :func:`~.evaluate.evaluate_geometry`.
-
-        ``lengths``, ``max_length`` and ``timeout`` pass through; other options are accepted and not used.
-        """
-        return evaluate_geometry(
-            rows, completions, **_accepted(evaluate_geometry, kwargs, ("rows", "completions"))
-        )
+        """Accuracy (pass@k), verdicts and reflection metrics: :func:`~.evaluate.evaluate_geometry`."""
+        return evaluate_geometry(rows, completions, timeout=opts.timeout)

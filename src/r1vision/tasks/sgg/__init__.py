@@ -30,13 +30,6 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def synth_sgg(out_dir, n, seed=0, split="train", **opts):
-    """Write a synthetic SGG dataset (see :func:`r1vision.tasks.sgg.synth.synth_sgg`)."""
-    from r1vision.tasks.sgg.synth import synth_sgg as _synth
-
-    return _synth(out_dir, n, seed=seed, split=split, **opts)
-
-
 __all__ = [
     "BoxFrame",
     "EmbeddingSimilarity",
@@ -67,7 +60,6 @@ __all__ = [
     "read_predictions",
     "select_groups_by_std",
     "sft_target",
-    "synth_sgg",
     "to_trainer_format",
     "validate_row",
     "validate_rows",

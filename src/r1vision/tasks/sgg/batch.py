@@ -28,10 +28,11 @@ from r1vision.tasks.common import unit as _unit
 from r1vision.tasks.sgg.batch_relations import relation_scores, sequential_sums
 from r1vision.tasks.sgg.ground_truth import RowTruth, head_key, lookup
 from r1vision.tasks.sgg.labels import normalize_object
+from r1vision.tasks.sgg.scores import GraphScores
 
 if TYPE_CHECKING:
     from r1vision.tasks.sgg.parse import ParseResult, SceneGraph
-    from r1vision.tasks.sgg.scorer import GraphScores, SGGScorer
+    from r1vision.tasks.sgg.scorer import SGGScorer
 
 _NAME, _BOX = itemgetter(1), itemgetter(2)  # fields of parse.SGObject
 _MAX_CELLS = 1 << 14  # pairs per batch: bounds the memory of a call (~2 MiB per float array)
@@ -100,7 +101,6 @@ def batch_geometry(scorer: SGGScorer, rows: list[tuple[int, ParseResult, Any]]) 
 
 def batch_scores(scorer: SGGScorer, rows: list[tuple[int, ParseResult, Any]]) -> dict[int, GraphScores]:
     """``{row index: GraphScores}`` for the rows :func:`_chunks` keeps (default label similarities only)."""
-    from r1vision.tasks.sgg.scorer import GraphScores  # the scorer imports this module
 
     items: list[_Item] = []
     node: list[float] = []

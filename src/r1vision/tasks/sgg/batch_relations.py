@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from r1vision import compiled
-from r1vision.tasks.sgg.ground_truth import RowTruth, lookup, predicate_key
+from r1vision.tasks.sgg.ground_truth import RowTruth, lookup, pair_label_counts, predicate_key
 
 if TYPE_CHECKING:
     from r1vision.tasks.sgg.parse import SceneGraph
@@ -86,6 +86,11 @@ def relation_scores(
     rs = np.concatenate([gt.rel_s for gt in gts])
     ro = np.concatenate([gt.rel_o for gt in gts])
     gcode = np.concatenate([gt.pred_codes for gt in gts])
+    prow, grow = np.repeat(np.arange(n_rows), n_pred), np.repeat(np.arange(n_rows), n_gt)
+    # the several-predicates-per-pair rule (see SGGScorer._score): k per predicted, g per GT relation
+    key_ids: dict[str, int] = {}
+    kp = pair_label_counts(prow, ps_a, po_a, np.array([key_ids.setdefault(k, len(key_ids)) for k in keys]))
+    gm = pair_label_counts(grow, rs, ro, gcode)
     kernel = compiled.relation_hits
     if kernel is not None:  # the same join and sums, row by row in one compiled loop
         as64 = np.ascontiguousarray
@@ -94,9 +99,8 @@ def relation_scores(
             as64(rs, dtype=np.int64), as64(ro, dtype=np.int64), as64(gcode, dtype=np.int64),
             np.array([gt.n for gt in gts], dtype=np.int64), np.array(gt_offsets, dtype=np.int64),
             np.array(pair_begins, dtype=np.int64), as64(match, dtype=np.int64), as64(quality, dtype=np.float64),
-            as64(ok, dtype=np.bool_),
+            as64(ok, dtype=np.bool_), as64(kp, dtype=np.float64), as64(gm, dtype=np.float64),
         )  # fmt: skip
-    prow, grow = np.repeat(np.arange(n_rows), n_pred), np.repeat(np.arange(n_rows), n_gt)
     offset = np.repeat(np.array(gt_offsets, dtype=np.int64), n_gt)
     qs, qo = quality[rs + offset], quality[ro + offset]
 
@@ -112,18 +116,19 @@ def relation_scores(
     ii = order[np.repeat(lo - (np.cumsum(count) - count), count) + np.arange(int(count.sum()))]
     pi, qi = ps_a[ii], po_a[ii]
 
+    share = np.minimum(1.0, gm[jj] / kp[ii])  # each candidate's worth under the several-predicates rule
     # soft: a candidate joins the objects matched to both ends (an unmatched end, -1, equals no index)
     soft_hit = (pi == match[rs + offset][jj]) & (qi == match[ro + offset][jj])
-    best = np.zeros(len(gkey), dtype=bool)
-    best[jj[soft_hit]] = True
+    best = np.zeros(len(gkey))
+    np.maximum.at(best, jj[soft_hit], share[soft_hit])
     # hard: both (predicted end, GT end) pairs pass the label-and-IoU test
     begin = np.repeat(np.array(pair_begins, dtype=np.int64), n_gt)[jj]
     g = np.repeat(np.array([gt.n for gt in gts], dtype=np.int64), n_gt)[jj]
     hard_hit = ok[begin + pi * g + rs[jj]] & ok[begin + qi * g + ro[jj]]
-    hard = np.zeros(len(gkey), dtype=bool)
-    hard[jj[hard_hit]] = True
+    hard = np.zeros(len(gkey))
+    np.maximum.at(hard, jj[hard_hit], share[hard_hit])
 
     # the reference adds best * q(subject) * q(object) for the hits only; a miss adds an exact 0.0 here
-    soft = sequential_sums(np.where(best, qs * qo, 0.0), n_gt).tolist()
+    soft = sequential_sums(best * qs * qo, n_gt).tolist()
     hard_count = np.bincount(grow, weights=hard, minlength=n_rows).tolist()
     return list(zip(soft, hard_count, strict=True))

@@ -13,11 +13,10 @@ maximum exactly.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from r1vision.vision.budget import resolve_budget
+from r1vision.vision.budget import PixelBudget
 from r1vision.vision.family import FAMILY_BOX_FRAME
 
 Box = Sequence[float]
@@ -74,14 +73,14 @@ def box_frame(
     family: str,
     original_size: Sequence[float],
     resized_size: Sequence[float] | None = None,
-    min_pixels: int | None = None,
-    max_pixels: int | None = None,
+    budget: PixelBudget | None = None,
 ) -> BoxFrame:
     """The model frame of ``family`` for an image of ``original_size`` (width, height).
 
     For pixel-frame families the resized size is ``resized_size`` when given (what the trainer measured),
-    else computed with :func:`~r1vision.vision.budget.resolve_budget` (callers pass the budget they
-    resolved with the model's processor, so targets, rewards and evaluation share the model's frame).
+    else what ``budget`` resizes the image to (callers pass the budget the runner resolved once with the
+    model's processor, so targets, rewards and evaluation share the model's frame; ``None``: the family's
+    default budget).
     """
     if family not in FAMILY_BOX_FRAME:
         raise ValueError(f"unknown model family {family!r}; known: {', '.join(sorted(FAMILY_BOX_FRAME))}")
@@ -92,7 +91,8 @@ def box_frame(
     if kind == "norm1000":
         return BoxFrame(kind, 1000.0, 1000.0, ow, oh)
     if resized_size is None:
-        resized_size = resolve_budget(family, min_pixels, max_pixels).resized_size(int(ow), int(oh))
+        budget = budget if budget is not None else PixelBudget.for_family(family)
+        resized_size = budget.resized_size(int(ow), int(oh))
     return BoxFrame(kind, float(resized_size[0]), float(resized_size[1]), ow, oh)
 
 
@@ -136,12 +136,3 @@ def giou(a: Box, b: Box) -> float:
 def l1(a: Box, b: Box) -> float:
     """Sum of absolute coordinate differences (use on [0, 1]-normalised boxes: range [0, 4])."""
     return float(sum(abs(float(x) - float(y)) for x, y in zip(a, b, strict=False)))
-
-
-def is_valid_box(box: object) -> bool:
-    """Four finite numbers (not bools) with x1 <= x2 and y1 <= y2."""
-    if not isinstance(box, (list, tuple)) or len(box) != 4:
-        return False
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in box):
-        return False
-    return box[0] <= box[2] and box[1] <= box[3]

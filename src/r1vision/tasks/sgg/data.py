@@ -18,6 +18,7 @@ from r1vision.tasks.loading import load_rows, locate
 from r1vision.tasks.sgg.boxes import box_frame
 from r1vision.tasks.sgg.categories import Vocabulary
 from r1vision.tasks.sgg.prompts import build_messages, build_prompt, format_answer
+from r1vision.vision.budget import PixelBudget
 
 if TYPE_CHECKING:  # `datasets` and PIL load when a function needs them: `r1vision eval` may need neither
     import datasets
@@ -123,13 +124,12 @@ def sft_target(
     relationships: Any,
     original_size: tuple[int, int],
     model_family: str,
-    min_pixels: int | None = None,
-    max_pixels: int | None = None,
+    budget: PixelBudget | None = None,
 ) -> str:
     """SFT answer text: GT boxes converted to ``model_family``'s frame by :meth:`BoxFrame.to_model`."""
     objs = json.loads(objects) if isinstance(objects, str) else list(objects)
     rels = json.loads(relationships) if isinstance(relationships, str) else list(relationships)
-    frame = box_frame(model_family, original_size, None, min_pixels, max_pixels)
+    frame = box_frame(model_family, original_size, None, budget)
     converted = [{"id": o["id"], "bbox": frame.to_model(o["bbox"])} for o in objs]
     return format_answer(converted, rels)
 
@@ -143,8 +143,7 @@ def to_trainer_format(
     think: bool = False,
     system: str | None = None,
     with_completion: bool | None = None,
-    min_pixels: int | None = None,
-    max_pixels: int | None = None,
+    budget: PixelBudget | None = None,
     prompt_text: str | None = None,
 ) -> datasets.Dataset:
     """Trainer rows: ``prompt``, ``images``, ``image_id``, ``objects``, ``relationships`` [+ ``completion``].
@@ -176,9 +175,7 @@ def to_trainer_format(
                 size = image_size(row["image"], root)
             except Exception as exc:  # PIL raises many types for missing, truncated or non-image files
                 raise _fail(index, row, "image", f"cannot read the image: {exc}") from exc
-            target = sft_target(
-                row["objects"], row["relationships"], size, model_family, min_pixels, max_pixels
-            )
+            target = sft_target(row["objects"], row["relationships"], size, model_family, budget)
             out["completion"] = [{"role": "assistant", "content": [{"type": "text", "text": target}]}]
         return out
 

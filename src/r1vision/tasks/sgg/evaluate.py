@@ -48,12 +48,14 @@ from typing import Any, TypeVar
 import numpy as np
 
 from r1vision.tasks.fastjson import loads
+from r1vision.tasks.loading import DatasetLoadError
 from r1vision.tasks.sgg import recall
 from r1vision.tasks.sgg.bbox_ap import BoxAP
 from r1vision.tasks.sgg.categories import load_vocabulary, zero_shot_triplets
 from r1vision.tasks.sgg.labels import normalize_object, normalize_predicate
 from r1vision.tasks.sgg.parse import name_of
 from r1vision.tasks.sgg.predictions import LazyEntries, PredGraph, read_predictions, to_pred_graph
+from r1vision.vision.budget import PixelBudget
 
 _T = TypeVar("_T")
 
@@ -226,6 +228,27 @@ class _Collector:
         return out[0], out[1], pred_names, met
 
 
+class GroundTruthError(DatasetLoadError):
+    """A ground-truth row the evaluator cannot read; the message names the row and the field."""
+
+
+def _gt_boxes(objs: list[dict[str, Any]], number: int, image_id: str) -> np.ndarray:
+    """The row's GT boxes (N x 4); a box that is not 4 numbers is an error naming the row and object."""
+    try:
+        boxes = np.asarray([o["bbox"] for o in objs], dtype=np.float64)
+    except (TypeError, ValueError, KeyError):
+        boxes = None
+    if boxes is None or boxes.shape != (len(objs), 4):
+        bad = next(
+            (o for o in objs if not isinstance(o.get("bbox"), (list, tuple)) or len(o["bbox"]) != 4), objs[0]
+        )
+        raise GroundTruthError(
+            f"ground truth row {number} (image_id={image_id!r}): object {bad.get('id')!r} has bbox "
+            f"{bad.get('bbox')!r}, not 4 numbers [x1, y1, x2, y2]"
+        )
+    return boxes
+
+
 def _iter_gt(gt_rows: Any, split: str) -> Iterable[dict[str, Any]]:
     if isinstance(gt_rows, (str, Path)):
         from r1vision.tasks.loading import locate, read_json_lines
@@ -283,8 +306,7 @@ def evaluate_sgg(
     compat: str | None = None,
     *,
     model_family: str | None = None,
-    min_pixels: int | None = None,
-    max_pixels: int | None = None,
+    budget: PixelBudget | None = None,
     vocab: str = "vg150",
     predicates: Sequence[str] | None = None,
     zero_shot: Iterable[tuple[str, str, str]] | None = None,
@@ -325,12 +347,12 @@ def evaluate_sgg(
     details: list[dict[str, Any]] = []
     ap = BoxAP()
     n_records = n_failed = 0
-    for row in rows:
+    for number, row in enumerate(rows):
         image_id = str(row["image_id"])
         objs, rels = _decoded(row["objects"]), _decoded(row["relationships"])
         ids = [str(o["id"]) for o in objs]
         gt_norm = [gt_label[i] for i in ids]
-        boxes = np.asarray([o["bbox"] for o in objs], dtype=np.float64).reshape(-1, 4)
+        boxes = _gt_boxes(objs, number, image_id)
         # a repeated GT id: the first object, as before (the dict keeps the last value written)
         index = dict(zip(reversed(ids), range(len(ids) - 1, -1, -1)))  # noqa: B905
         rel_ids = [(str(r["subject"]), str(r["predicate"]), str(r["object"])) for r in rels]
@@ -342,7 +364,7 @@ def evaluate_sgg(
             orig, resized = _gt_sizes(row) if needs_size else (None, None)
             pred = to_pred_graph(
                 record, predicates=preds_vocab, objects=vocabulary.objects, model_family=model_family,
-                original_size=orig, image_size=resized, min_pixels=min_pixels, max_pixels=max_pixels,
+                original_size=orig, image_size=resized, budget=budget,
                 r1sgg=is_compat,
             )  # fmt: skip
             n_failed += pred.error is not None

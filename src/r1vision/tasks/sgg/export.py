@@ -20,6 +20,7 @@ from typing import Any
 from r1vision.tasks.sgg.categories import load_vocabulary
 from r1vision.tasks.sgg.labels import normalize_object, normalize_predicate
 from r1vision.tasks.sgg.predictions import LazyEntries, PredGraph, read_predictions, to_pred_graph
+from r1vision.vision.budget import PixelBudget
 
 
 def _placeholder(image_id: str, n_predicates: int) -> dict[str, Any]:
@@ -93,8 +94,7 @@ def export_r1sgg(
     *,
     vocab: str = "vg150",
     model_family: str | None = None,
-    min_pixels: int | None = None,
-    max_pixels: int | None = None,
+    budget: PixelBudget | None = None,
     split: str = "val",
 ) -> Path:
     """Write ``predictions`` (a path, or a dict keyed by image id) of the images in ``gt_rows`` as R1-SGG's
@@ -117,7 +117,7 @@ def export_r1sgg(
         orig, resized = _gt_sizes(row) if needs_size else (None, None)
         pred = to_pred_graph(
             record, predicates=predicates, objects=objects, model_family=model_family, original_size=orig,
-            image_size=resized, min_pixels=min_pixels, max_pixels=max_pixels, r1sgg=True,
+            image_size=resized, budget=budget, r1sgg=True,
         )  # fmt: skip
         out[image_id] = r1sgg_entry(image_id, pred, objects, predicates)
     path = Path(out_path)

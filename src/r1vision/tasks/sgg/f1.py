@@ -21,10 +21,12 @@ from typing import Any
 
 from r1vision.tasks.base import RewardFunc, RewardSpec
 from r1vision.tasks.common import column as _column
+from r1vision.tasks.common import completion_text
 from r1vision.tasks.common import named as _named
-from r1vision.tasks.sgg.parse import safe_text
 from r1vision.tasks.sgg.rewards import format_reward
-from r1vision.tasks.sgg.scorer import GraphF1, SGGScorer
+from r1vision.tasks.sgg.scorer import SGGScorer
+from r1vision.tasks.sgg.scores import GraphF1
+from r1vision.vision.budget import PixelBudget
 
 __all__ = ["F1_WEIGHTS", "GraphF1", "f1_rewards"]
 
@@ -38,7 +40,7 @@ def _f1_reward(scorer: SGGScorer, field: str) -> RewardFunc:
         for i, c in enumerate(completions):
             try:
                 out.append(
-                    float(getattr(scorer.f1(safe_text(c), objs[i], rels[i], orig[i], sizes[i]), field))
+                    float(getattr(scorer.f1(completion_text(c), objs[i], rels[i], orig[i], sizes[i]), field))
                 )
             except Exception:  # odd columns must not stop training; the row scores 0
                 out.append(0.0)
@@ -56,8 +58,7 @@ def f1_rewards(
     weights: dict[str, float] | None = None,
     strict_format: bool = True,
     iou_threshold: float = 0.5,
-    min_pixels: int | None = None,
-    max_pixels: int | None = None,
+    budget: PixelBudget | None = None,
     require_think: bool = False,
 ) -> list[RewardSpec]:
     """``format``, ``node_f1`` and ``edge_f1`` rewards, each in [0, 1] (``r1vision grpo --task_options
@@ -74,9 +75,7 @@ def f1_rewards(
     if unknown:
         raise ValueError(f"unknown F1 reward(s) {sorted(unknown)}; known: {sorted(w)}")
     w.update(weights or {})
-    scorer = SGGScorer(
-        model_family, iou_threshold=iou_threshold, min_pixels=min_pixels, max_pixels=max_pixels
-    )
+    scorer = SGGScorer(model_family, iou_threshold=iou_threshold, budget=budget)
     funcs = {
         "format": format_reward(strict_format, require_think, scorer=scorer),
         "node_f1": _f1_reward(scorer, "object_f1"),

@@ -62,6 +62,27 @@ def lookup(table: dict[str, int], labels: list[str]) -> np.ndarray:
     return np.array(found, dtype=np.int64)
 
 
+def pair_label_counts(
+    groups: np.ndarray, subjects: np.ndarray, objects: np.ndarray, labels: np.ndarray
+) -> np.ndarray:
+    """For each relation, how many distinct labels the relations of its (group, subject, object) pair carry,
+    as floats: the denominators of the edge rewards' rule for several predicates on one pair."""
+    if not len(labels):
+        return np.zeros(0)
+    order = np.lexsort((labels, objects, subjects, groups))
+    g, s, o, lab = groups[order], subjects[order], objects[order], labels[order]
+    new_pair = np.empty(len(order), dtype=bool)
+    new_pair[0] = True
+    new_pair[1:] = (g[1:] != g[:-1]) | (s[1:] != s[:-1]) | (o[1:] != o[:-1])
+    new_label = new_pair.copy()
+    new_label[1:] |= lab[1:] != lab[:-1]
+    pair_id = np.cumsum(new_pair) - 1
+    per_pair = np.bincount(pair_id, weights=new_label)
+    out = np.empty(len(order))
+    out[order] = per_pair[pair_id]
+    return out
+
+
 @lru_cache(maxsize=65536)
 def predicate_key(label: str) -> str:
     """The label-table key of a predicate (``"\\0"`` + its normalised form)."""

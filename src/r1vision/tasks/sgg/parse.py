@@ -321,20 +321,10 @@ def _build_graph(data: dict, issues: list[str]) -> tuple[SceneGraph | None, str 
     return SceneGraph(objects, relations), None
 
 
-def safe_text(completion: object) -> str:
-    """:func:`completion_text` that never raises: "" for completions nested past the recursion limit."""
-    if isinstance(completion, str):
-        return completion
-    try:
-        return completion_text(completion)
-    except (RecursionError, MemoryError):
-        return ""
-
-
 def parse_scene_graph(text: object) -> ParseResult:
     """Parse a completion (str or TRL message list) into a :class:`ParseResult`. Never raises."""
     try:
-        return _parse(safe_text(text))
+        return _parse(completion_text(text))
     except Exception as exc:  # last line of defence: model text must never crash training or eval
         return ParseResult(None, error=f"internal_error:{type(exc).__name__}")
 
@@ -402,13 +392,3 @@ def _parse(text: str) -> ParseResult:
         return ParseResult(None, error=error, issues=issues, tagged=tagged, has_think=has_think)
     graph, error = _build_graph(data, issues)
     return ParseResult(graph, error=error, issues=issues, tagged=tagged, has_think=has_think)
-
-
-def graph_to_json(graph: SceneGraph, boxes: list[list[float]] | None = None) -> str:
-    """Serialise a graph as the answer JSON (optionally with replacement boxes, e.g. in another frame)."""
-    objects = [
-        {"id": o.id, "bbox": list(boxes[i]) if boxes is not None else list(o.box)}
-        for i, o in enumerate(graph.objects)
-    ]
-    rels = [{"subject": r.subject, "predicate": r.predicate, "object": r.object} for r in graph.relations]
-    return json.dumps({"objects": objects, "relationships": rels})

@@ -29,6 +29,7 @@ from typing import Any
 from r1vision.tasks.fastjson import is_document, loads
 from r1vision.tasks.sgg.boxes import box_frame
 from r1vision.tasks.sgg.parse import name_of, parse_scene_graph
+from r1vision.vision.budget import PixelBudget
 
 Triplet = tuple[
     str, list[float], str, list[float], str, str, str
@@ -223,8 +224,7 @@ def from_completion(
     model_family: str,
     original_size: Sequence[float],
     image_size: Sequence[float] | None = None,
-    min_pixels: int | None = None,
-    max_pixels: int | None = None,
+    budget: PixelBudget | None = None,
     r1sgg: bool = False,
 ) -> PredGraph:
     """Parse a completion and map its boxes from the model frame to original pixels.
@@ -235,7 +235,7 @@ def from_completion(
     if not parsed.ok:
         return PredGraph(error=parsed.error, placeholder=True)
     graph = parsed.graph
-    frame = box_frame(model_family, original_size, image_size, min_pixels, max_pixels)
+    frame = box_frame(model_family, original_size, image_size, budget)
     if r1sgg and frame.kind == "norm1000":
         sw, sh = frame.orig_width / 1000.0, frame.orig_height / 1000.0
         objs = {
@@ -337,8 +337,7 @@ def to_pred_graph(
     model_family: str | None = None,
     original_size: Any = None,
     image_size: Any = None,
-    min_pixels: int | None = None,
-    max_pixels: int | None = None,
+    budget: PixelBudget | None = None,
     r1sgg: bool = False,
 ) -> PredGraph:
     """Any prediction record (completion string, our record, R1-SGG entry) -> :class:`PredGraph`."""
@@ -361,4 +360,4 @@ def to_pred_graph(
     text = record["completion"]
     if not isinstance(text, str):
         text = str(text)
-    return from_completion(text, family, orig, resized, min_pixels, max_pixels, r1sgg=r1sgg)
+    return from_completion(text, family, orig, resized, budget, r1sgg=r1sgg)

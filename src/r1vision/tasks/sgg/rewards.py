@@ -27,14 +27,15 @@ import numpy as np
 
 from r1vision.tasks.base import RewardFunc, RewardSpec
 from r1vision.tasks.common import column as _column
+from r1vision.tasks.common import completion_text
 from r1vision.tasks.common import named as _named
 from r1vision.tasks.common import unit as _unit
 from r1vision.tasks.group_filter import select_groups_by_std
-from r1vision.tasks.sgg.parse import ParseResult, find_block, parse_scene_graph, safe_text
-from r1vision.tasks.sgg.scorer import GraphScores, SGGScorer, _size
+from r1vision.tasks.sgg.parse import ParseResult, find_block, parse_scene_graph
+from r1vision.tasks.sgg.scorer import SGGScorer
+from r1vision.tasks.sgg.scores import GraphScores
 
-# re-exported: older imports name them here
-__all__ = ["GraphScores", "SGGScorer", "_column", "_named", "_size", "_unit", "select_groups_by_std"]
+__all__ = ["GraphScores", "SGGScorer", "make_rewards", "select_groups_by_std"]
 
 # Issues meaning some emitted object or relation was dropped (as opposed to packaging problems).
 _CONTENT_ISSUES = {
@@ -97,7 +98,7 @@ def format_reward(
     def reward(prompts: Any, completions: Sequence[Any], **kwargs: Any) -> list[float]:
         out = []
         for c in completions:
-            text = safe_text(c)
+            text = completion_text(c)
             out.append(_unit(format_score(text, parse(text), strict, require_think)))
         return out
 
@@ -111,7 +112,7 @@ def graph_reward(scorer: SGGScorer, field: str, name: str | None = None) -> Rewa
         n = len(completions)
         objs, rels = _column(kwargs, "objects", n), _column(kwargs, "relationships", n)
         orig, sizes = _column(kwargs, "original_image_sizes", n), _column(kwargs, "image_sizes", n)
-        scores = scorer.score_many([safe_text(c) for c in completions], objs, rels, orig, sizes)
+        scores = scorer.score_many([completion_text(c) for c in completions], objs, rels, orig, sizes)
         return [getattr(s, field) for s in scores]
 
     return _named(reward, name or field)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 import warnings
 from collections import OrderedDict
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,37 +27,20 @@ from scipy.optimize import linear_sum_assignment
 
 from r1vision.tasks.common import unit as _unit
 from r1vision.tasks.sgg.boxes import BoxFrame, box_frame
-from r1vision.tasks.sgg.ground_truth import RowTruth, convert_rows, head_key, lookup, predicate_key
+from r1vision.tasks.sgg.ground_truth import (
+    RowTruth,
+    convert_rows,
+    head_key,
+    lookup,
+    pair_label_counts,
+    predicate_key,
+)
 from r1vision.tasks.sgg.ground_truth import codes as _codes
 from r1vision.tasks.sgg.labels import LabelSimilarity, Similarity, normalize_object, normalize_predicate
 from r1vision.tasks.sgg.matching import gt_graph
 from r1vision.tasks.sgg.parse import ParseResult, parse_scene_graph
-
-
-@dataclass(frozen=True)
-class GraphScores:
-    """Soft scores of one completion (see :mod:`rewards`)."""
-
-    node: float = 0.0
-    box: float = 0.0
-    edge: float = 0.0
-    edge_hard: float = 0.0
-
-
-@dataclass(frozen=True)
-class GraphF1:
-    """F1 scores of one prediction and the counts behind them (see :mod:`f1`)."""
-
-    object_f1: float = 0.0
-    relation_f1: float = 0.0
-    object_tp: int = 0
-    relation_tp: int = 0
-    num_pred_objects: int = 0
-    num_pred_relations: int = 0
-
-    @property
-    def exact(self) -> bool:
-        return self.object_f1 == 1.0 and self.relation_f1 == 1.0
+from r1vision.tasks.sgg.scores import GraphF1, GraphScores
+from r1vision.vision.budget import PixelBudget
 
 
 def _size(entry: Any) -> tuple[float, float] | None:
@@ -131,8 +113,7 @@ class SGGScorer:
         iou_threshold: float = 0.5,
         object_similarity: Similarity | None = None,
         predicate_similarity: Similarity | None = None,
-        min_pixels: int | None = None,
-        max_pixels: int | None = None,
+        budget: PixelBudget | None = None,
         cache_size: int = 4096,
     ) -> None:
         box_frame(model_family, (1, 1))  # fail fast on an unknown family
@@ -144,7 +125,7 @@ class SGGScorer:
         self.iou_threshold = iou_threshold
         self.object_sim = object_similarity or LabelSimilarity()
         self.predicate_sim = predicate_similarity or LabelSimilarity(head_credit=0.0, predicate=True)
-        self.min_pixels, self.max_pixels = min_pixels, max_pixels
+        self.budget = budget
         self._parsed = _LRU(cache_size)
         self._gt = _LRU(max(64, cache_size // 4))
         self._scores = _LRU(cache_size)
@@ -179,7 +160,7 @@ class SGGScorer:
                 self._warned = True
             extent = max(float(gt_boxes.max()) if gt_boxes.size else 1.0, 1.0)
             return BoxFrame("identity", extent, extent, extent, extent)
-        return box_frame(self.model_family, orig, resized, self.min_pixels, self.max_pixels)
+        return box_frame(self.model_family, orig, resized, self.budget)
 
     def _frame_of(
         self, orig: Any, resized: Any, sized: bool, gt_boxes: np.ndarray, size_key: Any
@@ -191,7 +172,7 @@ class SGGScorer:
         if sized:  # F1 needs real sizes: no identity fallback
             o, r = _size(orig), _size(resized)
             o = o or r
-            frame = box_frame(self.model_family, o, r, self.min_pixels, self.max_pixels) if o else None
+            frame = box_frame(self.model_family, o, r, self.budget) if o else None
         else:
             frame = self.frame(orig, resized, gt_boxes)
         if frame is None or frame.kind != "identity":  # an identity frame depends on the GT boxes
@@ -345,8 +326,18 @@ class SGGScorer:
         pred_index = {o.id: i for i, o in enumerate(graph.objects)}
         ps = np.array([pred_index[r.subject] for r in graph.relations], dtype=np.int64)
         po = np.array([pred_index[r.object] for r in graph.relations], dtype=np.int64)
-        pp = lookup(self._labels, [predicate_key(r.predicate) for r in graph.relations])
+        keys = [predicate_key(r.predicate) for r in graph.relations]
+        pp = lookup(self._labels, keys)
         gp = gt.pred_codes
+        # Several predicates on one pair: each hit is worth min(1, g / k), g the GT predicates of the GT
+        # pair, k the distinct predicates the answer lists for its pair (so listing every predicate for a
+        # pair earns g / k, not full credit, while as many predicates as the GT has still earn 1).
+        key_ids = {}
+        kp = pair_label_counts(
+            np.zeros_like(ps), ps, po, np.array([key_ids.setdefault(k, len(key_ids)) for k in keys])
+        )
+        gm = pair_label_counts(np.zeros_like(gt.rel_s), gt.rel_s, gt.rel_o, gp)
+        share = np.minimum(1.0, gm[None, :] / kp[:, None])
         # soft: the best predicted predicate between the objects matched to a GT relation's ends
         ms, mo = match[gt.rel_s], match[gt.rel_o]
         # ps/po are never -1, so equality with ms/mo already means both GT ends are matched
@@ -354,10 +345,10 @@ class SGGScorer:
         same_p = pp[:, None] == gp[None, :]
         psim_default = type(self.predicate_sim) is LabelSimilarity and not self.predicate_sim.head_credit
         if psim_default and self.predicate_sim._norm is normalize_predicate:
-            best = (pair & same_p).any(axis=0).astype(np.float64)
+            best = np.where(pair & same_p, share, 0.0).max(axis=0)
         else:
             psim = np.array([[self.predicate_sim(r.predicate, p) for p in gt.rel_p] for r in graph.relations])
-            best = np.where(pair, psim, 0.0).max(axis=0)
+            best = np.where(pair, psim * share, 0.0).max(axis=0)
         soft = 0.0
         # Python floats: the same IEEE products as numpy scalars, without per-element indexing costs
         bl, qs, qo = best.tolist(), quality[gt.rel_s].tolist(), quality[gt.rel_o].tolist()
@@ -368,9 +359,12 @@ class SGGScorer:
         # object pair first, then gathered for the relations' ends
         names = lookup(self._labels, pred_norm)
         ok = (iou_m >= self.iou_threshold) & (names[:, None] == gt.name_codes[None, :])
-        hard = (same_p & ok[ps[:, None], gt.rel_s] & ok[po[:, None], gt.rel_o]).any(axis=0)
+        hit = same_p & ok[ps[:, None], gt.rel_s] & ok[po[:, None], gt.rel_o]
+        hard = 0.0
+        for v in np.where(hit, share, 0.0).max(axis=0).tolist():  # added in order, as the batched paths do
+            hard += v
         n_rel = gt.n_rel
-        return GraphScores(_unit(node), _unit(box), _unit(soft / n_rel), _unit(float(hard.sum()) / n_rel))
+        return GraphScores(_unit(node), _unit(box), _unit(soft / n_rel), _unit(hard / n_rel))
 
     def _geometry_of(self, graph: Any, pred_names: list[str], pred_norm: list[str], gt: RowTruth) -> tuple:
         """(label similarity, IoU, L1, matching cost) of one row's predicted vs GT objects."""

@@ -10,6 +10,7 @@ from PIL import Image
 
 from r1vision.tasks.sgg.boxes import box_frame
 from r1vision.tasks.sgg.parse import parse_scene_graph
+from r1vision.vision.budget import PixelBudget
 
 
 def _graph_parts(objects: list[dict], relations: list[dict]) -> tuple[list[str], list[tuple[str, str, str]]]:
@@ -60,8 +61,7 @@ def render_sgg(
     completion: str | None,
     out_path: str | Path,
     model_family: str = "qwen2_vl",
-    min_pixels: int | None = None,
-    max_pixels: int | None = None,
+    budget: PixelBudget | None = None,
 ) -> Path:
     """Write a 2x2 PNG: GT boxes, predicted boxes (mapped back to original pixels), GT and predicted graphs."""
     import matplotlib
@@ -78,7 +78,7 @@ def render_sgg(
     if completion is not None:
         parsed = parse_scene_graph(completion)
         if parsed.ok:
-            frame = box_frame(model_family, image.size, None, min_pixels, max_pixels)
+            frame = box_frame(model_family, image.size, None, budget)
             pred_objs = [
                 {"id": o.id, "bbox": frame.to_original(frame.clip(o.box))} for o in parsed.graph.objects
             ]

@@ -16,7 +16,6 @@ from .sanitize import Sanitized, SanitizeLimits, sanitize
 
 _LAZY = {
     "SVGTask": "task",
-    "evaluate_svg": "evaluate",
     "draw_contact_sheet": "evaluate",
     "SVGScorer": "rewards",
     "make_rewards": "rewards",

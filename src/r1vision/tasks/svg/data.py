@@ -164,19 +164,17 @@ def load_svg_dataset(
     image_root: str | Path | None = None,
     prompt: str = PROMPT,
     limit: int | None = None,
-    **kwargs: Any,
+    **hub_kwargs: Any,
 ):
     """Load ``source`` (Hub id, directory or file) as a trainer-format ``datasets.Dataset``.
 
     Without ``columns`` the VFig schema is required; with ``columns={"image": ..., "svg": ...}`` any dataset
     works. Relative image paths resolve against ``image_root``, else the dataset file's folder.
     """
-    for key in ("model_family", "min_pixels", "max_pixels"):
-        kwargs.pop(key, None)  # the trainer's resize is independent of the SVG target
     required = (columns["image"], columns["svg"]) if columns else VFIG_COLUMNS
     if columns and not {"image", "svg"} <= set(columns):
         raise DatasetLoadError(f"columns must map 'image' and 'svg', got {columns}")
-    dataset = load_rows(source, split, required=required, **kwargs)
+    dataset = load_rows(source, split, required=required, **hub_kwargs)
     if limit is not None:
         dataset = dataset.select(range(min(limit, len(dataset))))
     root = _root(source, image_root)

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..base import EvalResult
 from .render import default_pool
-from .rewards import DEFAULT_WEIGHTS, RewardConfig, SVGScorer, _gt_columns, _hash, _to_rgb, canvas_size
+from .rewards import DEFAULT_WEIGHTS, RewardConfig, SVGScorer, canvas_size, content_hash, gt_columns, to_rgb
 
 METRICS = ("ssim_standard", "ssim_reward", "pixel", "edge")
 
@@ -42,7 +42,7 @@ def evaluate(
         raise ValueError(f"{len(rows)} rows but {len(completions)} completions")
     scorer = SVGScorer(config if isinstance(config, RewardConfig) else None)
     columns = {k: [r.get(k) for r in rows] for k in ("gt_image", "images", "svg_gt")}
-    images, svgs = _gt_columns({k: v for k, v in columns.items() if any(x is not None for x in v)}, len(rows))
+    images, svgs = gt_columns({k: v for k, v in columns.items() if any(x is not None for x in v)}, len(rows))
     scores = scorer.score_batch(list(completions), images, svgs)
     native = _native_metrics(scorer, completions, images, svgs, [s["reason"] is None for s in scores])
     total_w = sum(DEFAULT_WEIGHTS.values())
@@ -88,23 +88,11 @@ def _native_metrics(scorer: SVGScorer, completions, images, svgs, rendered: list
         [t.shape[1] for t in targets],
         [t.shape[0] for t in targets],
         timeout_s=scorer.config.timeout_s,
-        gts=[(f"native:{_hash(t.tobytes())}:{t.shape}", t) for t in targets],
+        gts=[(f"native:{content_hash(t.tobytes())}:{t.shape}", t) for t in targets],
         score=scorer.config.compare_fields(),
         extras=True,
     )
     return {i: r.scores for i, r in zip(todo, results, strict=True) if r.ok and r.scores is not None}
-
-
-def evaluate_svg(rows: Sequence[dict[str, Any]], completions: Sequence[Any], **kwargs: Any) -> EvalResult:
-    """:func:`evaluate` with the task's keyword options (``config``, ``contact_sheet``, ``sheet_n``)."""
-    config = kwargs.get("config")
-    return evaluate(
-        rows,
-        completions,
-        config=config if isinstance(config, RewardConfig) else None,
-        contact_sheet=kwargs.get("contact_sheet"),
-        sheet_n=int(kwargs.get("sheet_n", 16)),
-    )
 
 
 def summarise(records: Sequence[dict[str, Any]]) -> dict[str, float]:
@@ -158,7 +146,7 @@ def draw_contact_sheet(
     picks = worst(records, n)
     gts = []
     for k in picks:
-        loaded = _to_rgb(gt_images[records[k]["index"]]) if gt_images else None
+        loaded = to_rgb(gt_images[records[k]["index"]]) if gt_images else None
         gts.append(loaded[0] if loaded else None)
     sizes = [canvas_size(g.shape[1], g.shape[0], cell) if g is not None else (cell, cell) for g in gts]
     preds = default_pool().render_many(

@@ -383,7 +383,7 @@ def _image_key(image: np.ndarray) -> str:
 
 def make_judge_reward(config: JudgeConfig, scorer: Any = None, judge: VLMJudge | None = None):
     """TRL reward ``svg_judge`` in [0, 1]: the rubric total for each completion that renders, else 0."""
-    from .rewards import SVGScorer, _gt_columns
+    from .rewards import SVGScorer, gt_columns
 
     scorer = scorer or SVGScorer()
     judge = judge or VLMJudge(config)
@@ -391,7 +391,7 @@ def make_judge_reward(config: JudgeConfig, scorer: Any = None, judge: VLMJudge |
     def svg_judge(prompts: list, completions: list, **kwargs: Any) -> list[float]:
         fail = float(config.failure_reward)
         try:
-            images, svgs = _gt_columns(kwargs, len(completions))
+            images, svgs = gt_columns(kwargs, len(completions))
             records = scorer.score_batch(completions, images, svgs)
             slots, targets = [], []
             for i, record in enumerate(records):

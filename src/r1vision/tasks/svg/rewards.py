@@ -59,11 +59,12 @@ FAILURE_REASONS = (
 )
 
 
-def _hash(data: bytes | str) -> str:
+def content_hash(data: bytes | str) -> str:
+    """A cache key for bytes or text (SHA-1 hex)."""
     return hashlib.sha1(data.encode("utf-8", "replace") if isinstance(data, str) else data).hexdigest()
 
 
-def _to_rgb(image: Any) -> tuple[np.ndarray, str] | None:
+def to_rgb(image: Any) -> tuple[np.ndarray, str] | None:
     """(RGB uint8 array composited on white, cache key) from the supported ground-truth forms."""
     from PIL import Image
 
@@ -81,12 +82,12 @@ def _to_rgb(image: Any) -> tuple[np.ndarray, str] | None:
             return _pil_rgb(im), key
     if isinstance(image, (bytes, bytearray)):
         with Image.open(io.BytesIO(image)) as im:
-            return _pil_rgb(im), _hash(bytes(image))
+            return _pil_rgb(im), content_hash(bytes(image))
     if isinstance(image, np.ndarray):
-        return _pil_rgb(Image.fromarray(image)), _hash(image.tobytes() + str(image.shape).encode())
+        return _pil_rgb(Image.fromarray(image)), content_hash(image.tobytes() + str(image.shape).encode())
     if isinstance(image, Image.Image):
         rgb = _pil_rgb(image)
-        return rgb, _hash(rgb.tobytes() + str(rgb.shape).encode())
+        return rgb, content_hash(rgb.tobytes() + str(rgb.shape).encode())
     return None
 
 
@@ -161,7 +162,7 @@ class SVGScorer:
                     self._gt.move_to_end(cache_key)
                     return self._gt[cache_key], cache_key[1]
         try:
-            loaded = _to_rgb(image)
+            loaded = to_rgb(image)
         except Exception:
             loaded = None
         if loaded is not None:
@@ -174,7 +175,7 @@ class SVGScorer:
             w, h = canvas_size(rgb.shape[1], rgb.shape[0], self.config.size)
             return self._remember(cache_key, _resize(rgb, w, h)), key
         if svg:
-            key = _hash(svg)
+            key = content_hash(svg)
             cache_key = ("svg", key, self.config.size)
             with self._lock:
                 if cache_key in self._gt:
@@ -211,7 +212,7 @@ class SVGScorer:
             text = completion_text(completion)
             gt_svg = gt_svgs[i] if i < len(gt_svgs) and isinstance(gt_svgs[i], str) else None
             gt, gt_key = self.ground_truth(gt_images[i] if i < len(gt_images) else None, gt_svg)
-            key = (_hash(text), gt_key, self.config, extras)
+            key = (content_hash(text), gt_key, self.config, extras)
             with self._lock:
                 cached = self._scores.get(key)
             if cached is not None:
@@ -223,7 +224,7 @@ class SVGScorer:
         renderable = [(key, t) for key, t in todo.items() if t[2] is not None]
         # A worker's prepared ground truth depends on the comparison settings: they are part of its key.
         fields = self.config.compare_fields()
-        fields_key = _hash(repr(sorted(fields.items())))[:12]
+        fields_key = content_hash(repr(sorted(fields.items())))[:12]
         results = self.pool.render_many(
             [t[1] for _, t in renderable],
             [t[2].shape[1] for _, t in renderable],
@@ -263,7 +264,7 @@ class SVGScorer:
         """The ground-truth figure at its own resolution (longest side capped at ``max_side``), for the
         judge; an SVG ground truth renders at its declared size. ``None`` if unavailable."""
         try:
-            loaded = _to_rgb(image)
+            loaded = to_rgb(image)
         except Exception:
             loaded = None
         if loaded is not None:
@@ -318,7 +319,8 @@ def _log_failures(log_metric: Any, failures: Counter[str], n: int) -> None:
         pass  # logging must never break a reward
 
 
-def _gt_columns(kwargs: dict[str, Any], n: int) -> tuple[list[Any], list[Any]]:
+def gt_columns(kwargs: dict[str, Any], n: int) -> tuple[list[Any], list[Any]]:
+    """(ground-truth images, ground-truth SVGs) of a batch of ``n`` from the columns TRL passes."""
     images = kwargs.get("gt_image")
     if images is None and kwargs.get("images") is not None:
         images = [row[0] if isinstance(row, (list, tuple)) and row else row for row in kwargs["images"]]
@@ -332,7 +334,7 @@ def make_term_reward(term: str, scorer: SVGScorer):
         raise ValueError(f"unknown SVG reward term {term!r}; choose from {TERMS}")
 
     def reward(prompts: list, completions: list, **kwargs: Any) -> list[float]:
-        images, svgs = _gt_columns(kwargs, len(completions))
+        images, svgs = gt_columns(kwargs, len(completions))
         try:
             records = scorer.score_batch(completions, images, svgs, kwargs.get("log_metric"))
             return [_finite(r[term], scorer.config.failure_reward) for r in records]
@@ -350,7 +352,7 @@ def make_visual_reward(scorer: SVGScorer, weights: dict[str, float] | None = Non
     total = sum(w.values()) or 1.0
 
     def svg_visual(prompts: list, completions: list, **kwargs: Any) -> list[float]:
-        images, svgs = _gt_columns(kwargs, len(completions))
+        images, svgs = gt_columns(kwargs, len(completions))
         try:
             records = scorer.score_batch(completions, images, svgs, kwargs.get("log_metric"))
         except Exception:

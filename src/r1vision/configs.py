@@ -19,7 +19,7 @@ SCHEME = "r1vision://"
 
 def config_dirs() -> list[Path]:
     """Folders that may hold the shipped ``configs/`` tree, most specific first."""
-    dirs = [Path(__file__).resolve().parents[3] / "configs"]  # source checkout / editable install
+    dirs = [Path(__file__).resolve().parents[2] / "configs"]  # source checkout / editable install
     for prefix in {sys.prefix, sysconfig.get_path("data")}:
         dirs.append(Path(prefix) / "share" / "r1vision" / "configs")  # wheel install (data-files)
     return [d for d in dirs if d.is_dir()]
@@ -54,15 +54,9 @@ def resolve_config_argv(argv: Sequence[str]) -> list[str]:
     return out
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``r1vision configs``: every shipped config with its absolute path."""
-    import argparse
-
-    argparse.ArgumentParser(prog="r1vision configs", description=main.__doc__).parse_args(argv)
+def shipped_files() -> list[tuple[str, Path]]:
+    """(path inside ``configs/``, absolute path) of every shipped config file."""
     dirs = config_dirs()
     if not dirs:
-        print("no shipped configs found", file=sys.stderr)
-        return 1
-    for path in sorted(p for p in dirs[0].rglob("*") if p.is_file()):
-        print(f"{str(path.relative_to(dirs[0])):40s} {path}")
-    return 0
+        return []
+    return [(str(p.relative_to(dirs[0])), p) for p in sorted(dirs[0].rglob("*")) if p.is_file()]

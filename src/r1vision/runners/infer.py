@@ -6,18 +6,20 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from r1vision.generation.hf import SamplingOptions, generate
-from r1vision.tasks.base import Task
+from r1vision.generation.hf import generate
+from r1vision.generation.sampling import SamplingOptions
+from r1vision.tasks.base import RunContext, Task
 from r1vision.vision.budget import apply_budget_to_processor, resolve_budget
 from r1vision.vision.family import model_family_of
 from r1vision.vision.images import fit_to_budget, images_of_row, load_image
-from r1vision.vision.records import RecordWriter, row_id
+from r1vision.vision.records import PredictionMismatchError, RecordWriter, row_id
 
 logger = logging.getLogger(__name__)
 
 
 def run_inference(
     task: Task,
+    opts: Any,
     model_path: str,
     dataset: str,
     out_dir: str | Path,
@@ -31,15 +33,14 @@ def run_inference(
     progress: bool = True,
     backend: str = "hf",
     max_model_len: int | None = None,
-    task_options: dict[str, Any] | None = None,
 ) -> Path:
     """Generate for every row of ``dataset`` not yet in ``out_dir`` and append records as they finish.
 
     Rows are dealt round-robin to the processes of ``accelerate launch`` / ``torchrun``; each writes its own
     shard. ``backend``: ``"hf"`` (transformers ``generate``) or ``"vllm"`` (an in-process vLLM engine with
     the same pixel budget; each prompt's image tokens are checked against the processor's).
-    ``task_options`` (the task's ``Options``, e.g. ``{"prompt": "closed"}``) build the prompts the model
-    was trained with. Returns ``out_dir``.
+    ``opts`` (the task's parsed ``Options``, e.g. ``prompt="closed"``) build the prompts the model was
+    trained with. Returns ``out_dir``.
     """
     if backend not in ("hf", "vllm"):
         raise ValueError(f"backend={backend!r}; choose 'hf' or 'vllm'")
@@ -56,16 +57,16 @@ def run_inference(
     family = model_family_of(model_path)
     # Resolved once, before the rows are built, so prompts, targets and the processor share one frame.
     budget = resolve_budget(family, min_pixels, max_pixels, processor=model_path)
-    rows = task.load(
-        dataset,
-        split=split,
-        model_family=family,
-        min_pixels=budget.min_pixels,
-        max_pixels=budget.max_pixels,
-        **(task_options or {}),
-    )
+    run = RunContext(family, budget, max_completion_length=options.max_new_tokens)
+    rows = task.load(dataset, split, opts, run)
     n = len(rows) if limit is None else min(limit, len(rows))
     rank, world = process_shard(state)
+    settings = {
+        "model": model_path, "dataset": str(dataset), "split": split, "task": task.name,
+        "task_options": _json_options(opts), "sampling": options.record(), "backend": backend,
+        "min_pixels": budget.min_pixels, "max_pixels": budget.max_pixels, "model_family": family,
+    }  # fmt: skip
+    check_or_write_settings(out_dir, settings, write=rank == 0)
     writer = RecordWriter(out_dir, rank=rank)
     todo = [i for i in range(rank, n, world) if i not in writer.done]
     if not todo:
@@ -116,6 +117,39 @@ def run_inference(
     return Path(out_dir)
 
 
+SETTINGS_FILE = "r1vision_infer.json"
+# What must not change between a killed run and its resumption: the rows and how they are decoded.
+_SAME_ON_RESUME = ("dataset", "split", "task", "task_options", "sampling", "min_pixels", "max_pixels")
+
+
+def _json_options(opts: Any) -> dict[str, Any]:
+    import dataclasses
+    import json
+
+    values = dataclasses.asdict(opts) if dataclasses.is_dataclass(opts) else dict(opts or {})
+    return json.loads(json.dumps(values, default=str))
+
+
+def check_or_write_settings(out_dir: str | Path, settings: dict[str, Any], write: bool = True) -> None:
+    """Record how the predictions in ``out_dir`` are made (``r1vision_infer.json``); a folder that already
+    holds predictions made otherwise (other rows, prompts or decoding) is refused, naming what differs."""
+    import json
+
+    path = Path(out_dir) / SETTINGS_FILE
+    if path.is_file():
+        before = json.loads(path.read_text())
+        changed = [k for k in _SAME_ON_RESUME if k in before and before[k] != settings.get(k)]
+        if changed and any(Path(out_dir).glob("shard-*.jsonl")):
+            details = "; ".join(f"{k}: {before[k]!r} -> {settings.get(k)!r}" for k in changed)
+            raise PredictionMismatchError(
+                f"{out_dir} holds predictions made with other settings ({details}); resume with the same "
+                "command, or choose another --output_dir"
+            )
+    if write:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(settings, indent=2, sort_keys=True))
+
+
 def process_shard(state: Any) -> tuple[int, int]:
     """(rank, world size) of this process: accelerate's, or torchrun's ``RANK``/``WORLD_SIZE``.
 
@@ -133,13 +167,6 @@ def process_shard(state: Any) -> tuple[int, int]:
     return rank, world
 
 
-# The longest answer each task's model writes, in real Qwen tokens: infer's default when the model's own
-# run settings do not give one. sgg: a VG150 graph of 20 objects + 30 relations is ~1,323 tokens; svg:
-# figures of 1-2 kB and VFig's 4,096-token completions; geometry: MAYE's 2,048.
-TASK_MAX_NEW_TOKENS = {"sgg": 2048, "sgg_psg": 2048, "geometry": 2048, "svg": 4096, "color": 16}
-DEFAULT_MAX_NEW_TOKENS = 1024
-
-
 def inference_settings(
     model_path: str,
     task: str | None = None,
@@ -148,12 +175,15 @@ def inference_settings(
     min_pixels: int | None = None,
     max_pixels: int | None = None,
 ) -> dict[str, Any]:
-    """What ``infer`` runs with: each value given explicitly, else the training run's saved settings
-    (``r1vision_run.json`` when ``model_path`` is an r1vision output), else the task's default.
+    """What ``infer`` runs with, and where each value came from (``sources``, for the log line).
 
-    Returns ``task``, ``task_options``, ``max_new_tokens``, ``min_pixels``, ``max_pixels`` and ``sources``
-    (where each came from, for the log line).
+    The task, its options and the pixel budget: given explicitly, else the training run's saved settings
+    (``r1vision_run.json`` when ``model_path`` is an r1vision output; options given on the command line
+    are merged into the run's). ``max_new_tokens``: given, else the
+    task's inference default (``Task.max_new_tokens``): a run's training ``max_completion_length`` is a
+    rollout budget, often shorter than a full answer (1,024 tokens cut a ~1,300-token VG150 graph).
     """
+    from r1vision.tasks import task_class
     from r1vision.trainer.run_info import read_run_info
 
     run = read_run_info(model_path)
@@ -166,15 +196,18 @@ def inference_settings(
             )
         sources["task"] = "run"
     same_task = run.get("task") == task
-    if task_options is None or (not task_options and same_task and run.get("task_options")):
-        task_options = dict(run.get("task_options") or {}) if same_task else {}
-        sources["task_options"] = "run" if same_task and task_options else "default"
+    saved = dict(run.get("task_options") or {}) if same_task else {}
+    if task_options is None:
+        task_options = saved
+        sources["task_options"] = "run" if saved else "default"
+    elif saved:  # the command line's options on top of the run's, option by option
+        task_options = {**saved, **task_options}
+        sources["task_options"] = "run + command line"
     if max_new_tokens is None:
-        if same_task and run.get("max_completion_length"):
-            max_new_tokens, sources["max_new_tokens"] = int(run["max_completion_length"]), "run"
-        else:
-            max_new_tokens = TASK_MAX_NEW_TOKENS.get(task, DEFAULT_MAX_NEW_TOKENS)
-            sources["max_new_tokens"] = "task"
+        max_new_tokens = task_class(task).max_new_tokens
+        sources["max_new_tokens"] = f"task {task!r} default"
+    else:
+        sources["max_new_tokens"] = "command line"
     if same_task:
         if min_pixels is None and run.get("min_pixels") is not None:
             min_pixels, sources["min_pixels"] = int(run["min_pixels"]), "run"

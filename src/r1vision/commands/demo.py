@@ -1,0 +1,28 @@
+"""The embedded SFT -> GRPO demo on offline data, against SFT continued for the same compute."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from r1vision.commands._args import add, parser
+
+GROUP = "checks and demos"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = parser("demo", __doc__)
+    add(p, "--output_dir", default="demo_out", help="output folder (default: demo_out)")
+    add(p, "--seed", type=int, default=0, help="first seed")
+    add(p, "--seeds", type=int, default=1, help="number of seeds (seed, seed+1, ...); table = mean ± std")
+    add(p, "--task", default="sgg", choices=["sgg"], help="demo task")
+    add(p, "--quick", action="store_true", help="a smoke run (well under 2 minutes); too short to learn")
+    add(p, "--quiet", action="store_true", help="no per-step progress bars")
+    return p
+
+
+def run(argv: Sequence[str]) -> int:
+    a = build_parser().parse_args(list(argv))
+    from r1vision.demo import run_demo
+
+    return run_demo(a.output_dir, a.seed, a.seeds, a.task, a.quick, a.quiet)
