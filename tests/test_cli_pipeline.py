@@ -2,6 +2,7 @@
 
 import csv
 import json
+import logging
 import subprocess
 import sys
 
@@ -95,7 +96,7 @@ def test_sft_output_is_a_model_grpo_trains_further(pipeline):
     assert config["model_type"] == "qwen2_vl"
 
 
-def test_infer_is_resumable_and_eval_scores(pipeline, capsys):
+def test_infer_is_resumable_and_eval_scores(pipeline, capsys, caplog):
     root, data, _, grpo_out = pipeline
     out = root / "pred"
     args = [
@@ -130,25 +131,31 @@ def test_infer_is_resumable_and_eval_scores(pipeline, capsys):
     assert len(lines) == 6 and [r["completion"] for r in lines[:3]] == [r["completion"] for r in first]
 
     json_out = root / "metrics.json"
-    assert (
-        main(
-            [
-                "eval",
-                "--task",
-                "color",
-                "--dataset",
-                str(data),
-                "--pred",
-                str(out),
-                "--json-out",
-                str(json_out),
-            ]
-        )
-        == 0
-    )
+    eval_args = ["eval", "--task", "color", "--dataset", str(data), "--pred", str(out),
+                 "--json-out", str(json_out)]  # fmt: skip
+    assert main(eval_args) == 0
     metrics = json.loads(json_out.read_text())
     assert metrics["num_items"] == 6 and metrics["missing_predictions"] == 0
+    assert metrics["coverage"] == 1.0 and metrics["records_without_completion"] == 0
     assert 0.0 <= metrics["reward/accuracy"] <= 1.0
+
+    # eval on a folder a killed infer left: the torn last line is skipped with a notice; a record whose
+    # completion is lost is a failure in coverage, not a silent 0
+    kept = [json.loads(x) for x in shard.read_text().splitlines()[:5]]
+    del kept[1]["completion"]
+    shard.write_text("".join(json.dumps(r) + "\n" for r in kept) + '{"index": 5, "compl')
+    with caplog.at_level(logging.WARNING, logger="r1vision.vision.records"):
+        assert main(eval_args) == 0
+    assert f"{shard}:6: skipped a torn last line" in caplog.text
+    capsys.readouterr()
+    metrics = json.loads(json_out.read_text())
+    assert metrics["missing_predictions"] == 1 and metrics["records_without_completion"] == 1
+    assert metrics["coverage"] == pytest.approx(4 / 6)
+    # a damaged line in the middle is not a kill: one line naming the file and line, exit 2
+    shard.write_text(json.dumps(kept[0]) + "\nnot json\n" + json.dumps(kept[2]) + "\n")
+    assert main(eval_args) == 2
+    err = capsys.readouterr().err
+    assert f"{shard}:2: not a JSON line" in err and "Traceback" not in err
 
 
 def test_record_writer_skips_done_indices(tmp_path):

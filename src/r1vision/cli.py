@@ -38,12 +38,22 @@ def usage() -> str:
 def _bad_input_errors() -> tuple[type[BaseException], ...]:
     """Exception types that mean bad input (a message for the user), not a bug."""
     from r1vision.commands._args import UsageError
-    from r1vision.tasks.loading import DatasetLoadError
+    from r1vision.tasks.loading import DatasetLoadError, DatasetValidationError
     from r1vision.tasks.options import TaskOptionError
-    from r1vision.tasks.registry import UnknownNameError
-    from r1vision.vision.records import PredictionMismatchError
+    from r1vision.tasks.registry import RewardWeightsError, UnknownNameError
+    from r1vision.vision.images import ImageLoadError
+    from r1vision.vision.records import PredictionFileError
 
-    return (UsageError, TaskOptionError, DatasetLoadError, UnknownNameError, PredictionMismatchError)
+    return (
+        UsageError,
+        TaskOptionError,
+        DatasetLoadError,
+        DatasetValidationError,
+        ImageLoadError,
+        UnknownNameError,
+        RewardWeightsError,
+        PredictionFileError,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -66,6 +76,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"r1vision: unknown command {command!r}{hint} (r1vision --help lists them)", file=sys.stderr)
         return 2
     errors = _bad_input_errors()
+    from r1vision.parent_watch import launched, watch_parent
+
+    if launched():  # a torchrun/accelerate worker: end with the launcher, never live on as an orphan
+        watch_parent()
     try:
         return _module(command).run(rest) or 0
     except errors as exc:  # bad input: the message says what, no traceback

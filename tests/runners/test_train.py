@@ -49,3 +49,18 @@ def test_cli_rerun_refusal_is_a_message_not_a_traceback(tiny_model, color_dir, t
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "already holds a run" in err and "--overwrite_output_dir" in err and "Traceback" not in err
+
+
+def test_cli_resume_last_without_a_complete_checkpoint_is_a_message(tiny_model, color_dir, tmp_path, capsys):
+    """--resume_from_checkpoint last with only a torn checkpoint: exit 2 naming it, before the model loads."""
+    from r1vision.cli import main
+
+    out = tmp_path / "run"
+    (out / "checkpoint-2").mkdir(parents=True)
+    argv = ["grpo", "--config", "color_smoke", "--model", tiny_model("qwen2_vl"), "--dataset", str(color_dir),
+            "--output_dir", str(out), "--max_steps", "1", "--use_cpu", "true",
+            "--resume_from_checkpoint", "last"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "no complete checkpoint" in err and "checkpoint-2: no trainer_state.json" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1

@@ -1,6 +1,8 @@
 """Resuming a killed run gives the same next steps as an uninterrupted one, without duplicate CSV rows."""
 
 import csv
+import json
+import logging
 
 import pytest
 from transformers import TrainerCallback
@@ -37,13 +39,18 @@ def _train(tiny_model, color_dir, out, callbacks=(), resume=None):
     return _rows(out / "metrics.csv")
 
 
-def test_kill_and_resume_matches_uninterrupted(tiny_model, color_dir, tmp_path):
+def test_kill_and_resume_matches_uninterrupted(tiny_model, color_dir, tmp_path, caplog):
     full = _train(tiny_model, color_dir, tmp_path / "full")
     _train(tiny_model, color_dir, tmp_path / "killed", callbacks=[StopAfter(2)])
     assert [r["step"] for r in _rows(tmp_path / "killed" / "metrics.csv")] == ["1", "2"]
-    resumed = _train(
-        tiny_model, color_dir, tmp_path / "killed", resume=str(tmp_path / "killed" / "checkpoint-2")
-    )
+    # a kill during the next save leaves a newer, torn folder: weights half written, no trainer state
+    torn = tmp_path / "killed" / "checkpoint-3"
+    torn.mkdir()
+    (torn / "model.safetensors").write_bytes(b"\0" * 100)
+    with caplog.at_level(logging.WARNING, logger="r1vision.trainer.checkpoint"):
+        resumed = _train(tiny_model, color_dir, tmp_path / "killed", resume="last")
+    assert "resuming from " + str(tmp_path / "killed" / "checkpoint-2") in caplog.text
+    assert "skipped checkpoint-3: no trainer_state.json" in caplog.text
 
     assert [r["step"] for r in resumed] == ["1", "2", "3", "4"], "metrics.csv must have one row per step"
     by_step = {r["step"]: r for r in full}
@@ -70,3 +77,34 @@ def test_csv_columns_grow_and_steps_merge(tmp_path):
     assert [r["step"] for r in rows] == ["1", "2"]
     assert rows[0]["reward"] == "" and rows[1]["reward"] == "0.25" and rows[1]["eval_reward"] == "0.75"
     assert "note" not in rows[0]
+
+
+def test_last_checkpoint_is_the_newest_complete_one(tmp_path):
+    from r1vision.trainer.checkpoint import NoCheckpointError, checkpoint_problem, resolve_last_checkpoint
+
+    def checkpoint(step, state=True, weights=True):
+        folder = tmp_path / f"checkpoint-{step}"
+        folder.mkdir()
+        if weights:
+            (folder / "model.safetensors").write_bytes(b"w")
+        if state is True:
+            (folder / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+        elif state:
+            (folder / "trainer_state.json").write_text(state)
+        return str(folder)
+
+    with pytest.raises(NoCheckpointError, match="no checkpoint-\\* folder"):
+        resolve_last_checkpoint(str(tmp_path))
+    checkpoint(9)
+    ten = checkpoint(10)  # numeric order: 10 is newer than 9
+    checkpoint(11, state='{"global_st')  # torn JSON
+    checkpoint(12, weights=False)
+    checkpoint(13, state=False)
+    assert resolve_last_checkpoint(str(tmp_path)) == ten
+    assert "not readable JSON" in checkpoint_problem(str(tmp_path / "checkpoint-11"))
+    assert checkpoint_problem(str(tmp_path / "checkpoint-12")) == "no model weights"
+    deepspeed = tmp_path / "ds"
+    (deepspeed / "global_step4").mkdir(parents=True)
+    (deepspeed / "latest").write_text("global_step4")
+    (deepspeed / "trainer_state.json").write_text('{"global_step": 4}')
+    assert checkpoint_problem(str(deepspeed)) is None

@@ -52,12 +52,20 @@ def train(kind: str, argv: Sequence[str]) -> int:
 
         return dry_run(kind, argv)
     script, config = parse(kind, argv)
-    from r1vision.runners.train import run_grpo, run_sft
-    from r1vision.trainer.checkpoint import OutputDirInUseError
+    from r1vision.trainer.checkpoint import NoCheckpointError, OutputDirInUseError, resolve_last_checkpoint
 
     try:
+        if config.resume_from_checkpoint is True:  # "last": chosen now, before the model loads
+            config.resume_from_checkpoint = resolve_last_checkpoint(config.output_dir)
+            if config.process_index == 0:
+                print(f"r1vision {kind}: resuming from {config.resume_from_checkpoint}", file=sys.stderr)
+        from r1vision.runners.train import run_grpo, run_sft
+
         out = run_grpo(script, config) if kind == "grpo" else run_sft(script, config)
-    except OutputDirInUseError as exc:  # a refusal, not a crash: the message says what to pass
+    except (
+        OutputDirInUseError,
+        NoCheckpointError,
+    ) as exc:  # a refusal, not a crash: the message says what to pass
         print(f"r1vision {kind}: error: {exc}", file=sys.stderr)
         return 2
     if config.process_index == 0:

@@ -9,9 +9,10 @@ from typing import Any
 from r1vision.generation.hf import generate
 from r1vision.generation.sampling import SamplingOptions
 from r1vision.tasks.base import RunContext, Task
+from r1vision.trainer.validation import DatasetValidationError, row_label
 from r1vision.vision.budget import apply_budget_to_processor, resolve_budget
 from r1vision.vision.family import model_family_of
-from r1vision.vision.images import fit_to_budget, images_of_row, load_image
+from r1vision.vision.images import ImageLoadError, fit_to_budget, images_of_row, load_image
 from r1vision.vision.records import PredictionMismatchError, RecordWriter, row_id
 
 logger = logging.getLogger(__name__)
@@ -89,7 +90,9 @@ def run_inference(
             batch = [rows[i] for i in batch_idx]
             # Seed per batch from the row indices, so a resumed run samples what the first attempt would have.
             batch_options = SamplingOptions(**{**options.__dict__, "seed": options.seed + batch_idx[0]})
-            originals = [[load_image(v, image_root) for v in images_of_row(row)] for row in batch]
+            originals = [
+                _row_images(row, i, image_root, split) for i, row in zip(batch_idx, batch, strict=True)
+            ]
             resized = [[fit_to_budget(img, budget) for img in imgs] for imgs in originals]
             if backend == "vllm":
                 texts = model.generate(batch, resized, batch_options)
@@ -115,6 +118,15 @@ def run_inference(
     if state.num_processes > 1 and state.num_processes == world:
         state.wait_for_everyone()
     return Path(out_dir)
+
+
+def _row_images(row: dict[str, Any], index: int, image_root: Any, split: str) -> list[Any]:
+    """The row's images, decoded; a missing or corrupt one stops the run naming the split and row (the
+    records written so far stay, so the run resumes once the file is fixed)."""
+    try:
+        return [load_image(v, image_root) for v in images_of_row(row)]
+    except ImageLoadError as exc:
+        raise DatasetValidationError(f"split {split!r}, {row_label(row, index)}: {exc}") from exc
 
 
 SETTINGS_FILE = "r1vision_infer.json"

@@ -16,6 +16,7 @@ from typing import Any
 
 from r1vision.tasks import get_task, resolve_rewards
 from r1vision.tasks.base import RewardSpec, RunContext, Task, guarded_rewards
+from r1vision.tasks.registry import check_reward_weights
 from r1vision.trainer.distributed import record_layout, teardown
 from r1vision.vision.budget import resolve_budget
 from r1vision.vision.family import model_family_of
@@ -146,13 +147,9 @@ def run_grpo(script: ScriptArguments, config: Any) -> str:
     prepared = prepare(script, config, stop_tokens=True)
     check_generation_batch(len(prepared.train), config)  # else TRL trains 0 steps and exits 0
     specs = reward_specs(prepared, script.reward_funcs)
+    check_reward_weights(config.reward_weights, [s.name for s in specs])
     if config.reward_weights is None:
         config.reward_weights = [s.weight for s in specs]
-    elif len(config.reward_weights) != len(specs):
-        raise ValueError(
-            f"--reward_weights has {len(config.reward_weights)} value(s) for {len(specs)} reward(s) "
-            f"({', '.join(s.name for s in specs)})"
-        )
     # GRPO generates the completions itself; an SFT target column would be passed to rewards as noise.
     train, evald = (_without(d, "completion") for d in (prepared.train, prepared.evald))
     trainer = VisionGRPOTrainer(

@@ -180,4 +180,8 @@ class Task(ABC):
         result = self.evaluate([rows[i] for i in range(len(rows))], aligned.completions, opts, run)
         result.metrics.setdefault("num_items", float(len(rows)))
         result.metrics.setdefault("missing_predictions", float(aligned.missing))
+        # a record without its completion answered nothing: scored as a failure and left out of coverage
+        result.metrics.setdefault("records_without_completion", float(aligned.without_completion))
+        covered = len(rows) - aligned.missing - aligned.without_completion
+        result.metrics.setdefault("coverage", covered / len(rows) if len(rows) else 0.0)
         return result

@@ -35,6 +35,10 @@ class DatasetLoadError(ValueError):
     """A dataset source cannot be loaded or lacks required columns; the message names it."""
 
 
+class DatasetValidationError(ValueError):
+    """A dataset row cannot be trained on; the message names the row and the offending field or path."""
+
+
 def split_names(split: str) -> tuple[str, ...]:
     """Every name of ``split``: the name itself first, then its aliases (``val`` → val, validation, ...)."""
     for group in SPLIT_ALIASES:
@@ -192,8 +196,10 @@ def load_rows(source: str | Path, split: str = "train", required: Sequence[str] 
     elif where.kind == "hub":
         dataset = _load_hub(where.source, split, hub_kwargs)
     else:
-        dataset = _load_files(list(where.files))
+        dataset = _load_files(list(where.files), split)
         dataset = _absolute_image_paths(dataset, where.files[0].parent)
+    if len(dataset) == 0:
+        raise DatasetLoadError(f"{source}: split {split!r} has no rows")
     missing = [c for c in required if c not in dataset.column_names]
     if missing:
         raise DatasetLoadError(f"{source}: missing column(s) {missing}; has {dataset.column_names}")
@@ -227,6 +233,8 @@ def read_json_lines(where: Located) -> list[dict[str, Any]] | None:
                     raise DatasetLoadError(f"{file}:{number}: a row must be a JSON object")
                 columns.update(dict.fromkeys(row))
                 rows.append(row)
+    if not rows:
+        raise DatasetLoadError(f"{where.files[0]}: split {where.split!r} is empty (no rows)")
     root = where.files[0].parent
     for row in rows:
         if len(row) != len(columns):
@@ -272,7 +280,7 @@ def _load_hub(source: str, split: str, hub_kwargs: dict[str, Any]):
     raise DatasetLoadError(f"{source}: cannot load split {split!r}: {'; '.join(errors)}")
 
 
-def _load_files(files: list[Path]):
+def _load_files(files: list[Path], split: str):
     import datasets
 
     kinds = {_FILE_BUILDERS[f.suffix] for f in files}
@@ -281,9 +289,26 @@ def _load_files(files: list[Path]):
             f"cannot load {[str(f) for f in files]} together: use one kind of file per split"
         )
     kind = kinds.pop()
+    # datasets' JSON/CSV builders fail on an empty file with a bare StopIteration from their generator
+    empty = [f for f in files if kind in ("json", "csv") and not _has_content(f)]
+    if empty:
+        raise DatasetLoadError(f"{empty[0]}: split {split!r} is empty (no rows)")
     if kind == "arrow":
         return datasets.concatenate_datasets([datasets.Dataset.from_file(str(f)) for f in files])
-    return datasets.load_dataset(kind, data_files=[str(f) for f in files], split="train")
+    try:
+        return datasets.load_dataset(kind, data_files=[str(f) for f in files], split="train")
+    except Exception as exc:  # noqa: BLE001 - datasets wraps a bad file in several error types
+        cause = exc.__cause__ or exc
+        raise DatasetLoadError(f"{', '.join(map(str, files))}: cannot read as {kind}: {cause}") from exc
+
+
+def _has_content(file: Path) -> bool:
+    """Whether a text file holds anything but whitespace (reads at most until the first such byte)."""
+    with open(file, "rb") as f:
+        while chunk := f.read(1 << 16):
+            if chunk.strip():
+                return True
+    return False
 
 
 def _absolute_image_paths(dataset, root: Path):

@@ -13,6 +13,18 @@ from r1vision.tasks.base import RewardFunc, RewardSpec, Task
 _REGISTRY: dict[str, type[Task] | str] = {}
 
 
+class RewardWeightsError(ValueError):
+    """``--reward_weights`` does not give one weight per selected reward."""
+
+
+def check_reward_weights(weights: Sequence[float] | None, names: Sequence[str]) -> None:
+    """Raise :class:`RewardWeightsError` unless ``weights`` is ``None`` or has one value per reward."""
+    if weights is not None and len(weights) != len(names):
+        raise RewardWeightsError(
+            f"--reward_weights has {len(weights)} value(s) for {len(names)} reward(s) ({', '.join(names)})"
+        )
+
+
 class UnknownNameError(KeyError):
     """An unknown task or reward name, or a dotted path that cannot be imported; the message lists the names."""
 

@@ -10,8 +10,12 @@ saved names back before loading and refuses to continue if anything is still mis
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 from typing import Any
+
+logger = logging.getLogger(__name__)
 
 
 def saved_name_map(model: Any) -> dict[str, str]:
@@ -49,6 +53,9 @@ class CheckpointRenameMixin:
 
     def train(self, resume_from_checkpoint: Any = None, *args: Any, **kwargs: Any) -> Any:
         check_output_dir(self.args, resume_from_checkpoint)  # type: ignore[attr-defined]
+        if resume_from_checkpoint is True or str(resume_from_checkpoint).lower() in ("last", "true"):
+            # Trainer's own choice is the highest-numbered folder, which a kill during a save leaves torn
+            resume_from_checkpoint = resolve_last_checkpoint(self.args.output_dir)  # type: ignore[attr-defined]
         return super().train(resume_from_checkpoint, *args, **kwargs)  # type: ignore[misc]
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
@@ -71,6 +78,72 @@ class CheckpointRenameMixin:
                 f"checkpoint {resume_from_checkpoint} does not match the model: missing {missing[:5]}, "
                 f"unexpected {result.unexpected_keys[:5]}"
             )
+
+
+_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+_WEIGHTS = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "adapter_model.safetensors",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
+
+
+def checkpoint_problem(path: str) -> str | None:
+    """Why the checkpoint folder ``path`` cannot be resumed from, or ``None`` when it is complete.
+
+    ``Trainer`` writes ``trainer_state.json`` after the weights, optimizer, scheduler and RNG states, so a
+    folder without a readable one was cut by a kill during the save; weights must be there too (a file, or
+    DeepSpeed's ``global_step*`` folder named by ``latest``).
+    """
+    state = os.path.join(path, "trainer_state.json")
+    if not os.path.isfile(state):
+        return "no trainer_state.json (a save was interrupted)"
+    try:
+        with open(state) as f:
+            if "global_step" not in json.load(f):
+                return "trainer_state.json has no global_step"
+    except (OSError, ValueError):
+        return "trainer_state.json is not readable JSON (a save was interrupted)"
+    if any(os.path.isfile(os.path.join(path, name)) for name in _WEIGHTS):
+        return None
+    latest = os.path.join(path, "latest")
+    if os.path.isfile(latest):
+        with open(latest) as f:
+            if os.path.isdir(os.path.join(path, f.read().strip())):
+                return None
+    return "no model weights"
+
+
+class NoCheckpointError(FileNotFoundError):
+    """``--resume_from_checkpoint last`` with no complete checkpoint in ``output_dir``."""
+
+
+def resolve_last_checkpoint(output_dir: str) -> str:
+    """The newest complete ``checkpoint-N`` folder of ``output_dir`` (see :func:`checkpoint_problem`);
+    logs which one and which newer ones were skipped and why. Raises :class:`NoCheckpointError`."""
+    found = []
+    if os.path.isdir(output_dir):
+        for name in os.listdir(output_dir):
+            match = _CHECKPOINT.match(name)
+            if match and os.path.isdir(os.path.join(output_dir, name)):
+                found.append((int(match.group(1)), os.path.join(output_dir, name)))
+    skipped = []
+    for _, path in sorted(found, reverse=True):
+        problem = checkpoint_problem(path)
+        if problem is None:
+            note = "; ".join(f"skipped {os.path.basename(p)}: {why}" for p, why in skipped)
+            logger.warning(
+                "resuming from %s, the newest complete checkpoint%s", path, f" ({note})" if note else ""
+            )
+            return path
+        skipped.append((path, problem))
+    detail = "; ".join(f"{os.path.basename(p)}: {why}" for p, why in skipped) or "no checkpoint-* folder"
+    raise NoCheckpointError(
+        f"--resume_from_checkpoint last: no complete checkpoint in {output_dir} ({detail}). "
+        "Start a new run with --overwrite_output_dir true, or pass a checkpoint folder."
+    )
 
 
 class OutputDirInUseError(FileExistsError):

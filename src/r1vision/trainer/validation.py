@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from r1vision.tasks.loading import DatasetValidationError
 from r1vision.vision.images import ImageLoadError, describe_source, images_of_row, load_image
 
 # Literal vision tokens in a prompt's text desynchronise placeholders and features (TRL #6401/#6294).
@@ -12,10 +13,6 @@ _RAW_VISION_MARKERS = ("<|image_pad|>", "<|vision_start|>", "<|vision_end|>", "<
 
 # Qwen-VL's smart_resize refuses longer/shorter side ratios above this.
 MAX_ASPECT_RATIO = 200
-
-
-class DatasetValidationError(ValueError):
-    """A dataset row cannot be trained on; the message names the row and the offending field or path."""
 
 
 def row_label(row: dict[str, Any], index: int | None) -> str:

@@ -2,7 +2,7 @@
 
 A run writes ``shard-<rank>.jsonl`` files in its output folder; a killed run is resumed by skipping
 every ``index`` already present in any shard (so the world size may change between attempts). A line
-cut by a kill is ignored on read and its row is simply generated again.
+cut by a kill is skipped on read with a warning and its row is simply generated again.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,22 +18,48 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 
-class PredictionMismatchError(ValueError):
+class PredictionFileError(ValueError):
+    """A prediction file that cannot be read as one: damaged lines, records without ids, conflicting
+    duplicates, records that lack what scoring needs."""
+
+
+class PredictionMismatchError(PredictionFileError):
     """Prediction records name other rows than the ground truth at the same index (e.g. another split)."""
 
 
-def _iter_lines(path: Path) -> Iterator[dict[str, Any]]:
-    with path.open() as f:
-        for line in f:
-            line = line.strip()
-            if not line:
+def jsonl_lines(
+    path: str | os.PathLike, loads: Callable[[str], Any] = json.loads
+) -> Iterator[tuple[int, Any]]:
+    """``(line number, value)`` of each non-empty line of a JSON-lines file.
+
+    A last line that does not decode is what a kill mid-write leaves: it is skipped with a warning (its row
+    counts as missing, and ``infer`` generates it again). A line that does not decode anywhere else means
+    the file was damaged or is not JSON lines: :class:`PredictionFileError` naming the file and line.
+    """
+    path = Path(path)
+    with path.open(encoding="utf-8", errors="replace") as f:
+        number, pending = 0, None  # a bad line is judged once we know whether anything follows it
+        for number, line in enumerate(f, 1):  # noqa: B007 - the last number is reported after the loop
+            if not line.strip():
                 continue
+            if pending is not None:
+                raise PredictionFileError(f"{path}:{pending[0]}: not a JSON line ({pending[1]})")
             try:
-                record = json.loads(line)
-            except json.JSONDecodeError:  # a line torn by a kill mid-write
-                continue
-            if isinstance(record, dict) and "index" in record:
-                yield record
+                yield number, loads(line)
+            except ValueError as exc:  # json.JSONDecodeError and orjson's error are ValueErrors
+                pending = (number, exc)
+        if pending is not None:
+            logger.warning(
+                "%s:%d: skipped a torn last line (a run killed while writing it); that row counts as missing",
+                path,
+                pending[0],
+            )
+
+
+def _iter_lines(path: Path) -> Iterator[dict[str, Any]]:
+    for _, record in jsonl_lines(path):
+        if isinstance(record, dict) and "index" in record:
+            yield record
 
 
 def row_id(row: dict[str, Any], index: int) -> Any:
