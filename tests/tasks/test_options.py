@@ -30,7 +30,7 @@ def test_misspelt_option_names_fail_and_name_the_valid_ones(color_dir: Path) -> 
         (
             "sgg",
             {"prompt": "clsed"},
-            "option 'prompt' expects one of 'open', 'closed', 'compact', got 'clsed'",
+            "option 'prompt' expects one of 'open', 'closed', 'compact', 'r1sgg', 'r1sgg_closed', got 'clsed'",
         ),
         ("sgg", {"think": "yes"}, "option 'think' expects bool, got 'yes'"),
         ("geometry", {"accuracy_weight": "high"}, "option 'accuracy_weight' expects float, got 'high'"),

@@ -175,3 +175,20 @@ def test_sgg_loader_names_row_of_unreadable_image(tmp_path):
             f.write("\n")
     with pytest.raises(Exception, match=r"row 1 \(image_id='img1'\): field 'image': cannot read"):
         task_rows("sgg", tmp_path, "train", family="qwen2_vl", with_completion=True)
+
+
+def test_r1sgg_prompts_come_from_the_datasets_own_columns(tmp_path):
+    """``prompt: r1sgg`` evaluates R1-SGG's checkpoints on the prompts they were trained with."""
+    from r1vision.tasks.sgg.prompts import R1_THINK_SYSTEM, R1SGG_PLAIN_SYSTEM, r1sgg_prompt
+
+    out = synth_sgg(tmp_path / "s", 2, seed=1, split="train")
+    raw, _ = load_raw(str(out), "train")
+    rows = task_rows("sgg", out, "train", family="qwen2_vl", prompt="r1sgg")
+    closed = task_rows("sgg", out, "train", family="qwen2_vl", prompt="r1sgg_closed", think=True)
+    system, user = rows[0]["prompt"][0], rows[0]["prompt"][1]
+    assert system["content"][0]["text"] == R1SGG_PLAIN_SYSTEM
+    assert closed[0]["prompt"][0]["content"][0]["text"] == R1_THINK_SYSTEM
+    assert user["content"][1]["text"] != closed[0]["prompt"][1]["content"][1]["text"]
+    assert user["content"][1]["text"] == r1sgg_prompt(raw[0]["prompt_open"])
+    text = 'Generate the graph of this image of size (640 x 480) as <answer>{"objects": []}</answer>'
+    assert r1sgg_prompt(text) == 'Generate the graph of this image as ```json{"objects": []}```'

@@ -189,3 +189,16 @@ def test_json_lines_fast_path_reads_what_datasets_reads(tmp_path):
     assert fast == list(load_rows(path, "val"))
     assert fast[0]["image"] == str((tmp_path / "imgs/a.jpg").resolve()) and fast[1]["extra"] is None
     assert read_json_lines(locate(tmp_path, "val")) == fast  # a folder holding the file
+
+
+def test_record_without_completion_is_a_failure_not_an_empty_graph():
+    """An infer record whose completion was lost used to decode as an empty R1-SGG entry: scored 0 and
+    counted as covered, with no parse failure."""
+    preds = dict(PREDS)
+    preds["c"] = {"index": 2, "image_id": "c"}  # an r1vision record without its completion
+    with pytest.warns(UserWarning, match="1 prediction record\\(s\\) carry no completion"):
+        m = evaluate_sgg(GT, preds, zero_shot=ZS)
+    assert m["records_without_completion"] == 1.0
+    assert m["coverage"] == pytest.approx(4 / 5)  # covered before: a, b, d, e; c's record answers nothing
+    assert m["parse_failure_rate"] == pytest.approx(2 / 5)  # e's stub and c's lost completion
+    assert m["R@50"] == pytest.approx(7 / 30)

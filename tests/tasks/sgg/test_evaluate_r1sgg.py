@@ -288,8 +288,9 @@ def test_exported_predictions_read_back_to_the_same_metrics(tmp_path):
     out = export_r1sgg(rows, preds, tmp_path / "sgg_pred_results.json", model_family="qwen2_vl")
     data = json.loads(out.read_text())
     assert data["2"]["names"] == ["unknown"] and data["2"]["graph"]["all_node_pairs"] == [[0, 0]]
-    assert data["1"]["relation_tuples"][0][0] == "man.1" and data["1"]["relation_tuples"][0][4] == "riding"
-    assert data["1"]["boxes"][0] == [0.0, 0.0, 99.0, 200.0]  # int(333 * 300 / 1000), as R1-SGG maps
+    assert data["1"]["relation_tuples"][0][0] == "man" and data["1"]["relation_tuples"][0][4] == "riding"
+    assert data["1"]["names"] == ["man.1", "horse.1"]
+    assert data["1"]["boxes"][0] == pytest.approx([0.0, 0.0, 99.9, 200.0])  # 333 * 300 / 1000, as R1-SGG maps
     onehot = data["1"]["graph"]["all_relation"][0]
     assert len(onehot) == 51 and onehot[PREDICATES.index("riding") + 1] == 1
     ours = evaluate_sgg(rows, preds, compat="r1sgg", model_family="qwen2_vl")
@@ -312,3 +313,71 @@ def test_cli_exports_r1sgg_format_through_task_options(tmp_path):
         assert main([*args, "--task_options", json.dumps({"export_r1sgg": str(out)})]) == 0
     data = json.loads(out.read_text())
     assert sorted(data) == ["a", "b", "c", "d", "f"] and data["c"]["names"] == ["unknown"]
+
+
+# ------------------------------------------------------------------------- R1-SGG's gatherer (HEAD)
+_SIZE = [1000, 1000]  # 0-1000 boxes map to the same pixels
+_TWO = [obj("man.1", [0, 0, 500, 1000]), obj("horse.1", [500, 0, 1000, 1000])]
+
+
+@pytest.mark.parametrize(
+    ("text", "accepted"),
+    [
+        ('<answer>{"objects": [{"id": "man.1", "bbox": [0, 0, 5, 5]}], "relationships": []}</answer>', True),
+        ('<answer>```json\n{"objects": [{"id": "man.1", "bbox": [0, 0, 5, 5]}], "relationships": []}\n```</answer>', True),
+        ('<answer>{"objects": [{"id": "man.1", "bbox": [0, 0, 5, true]}], "relationships": []}</answer> trailing', True),
+        ('<answer>{"objects": [{"id": "man.1", "bbox": [0, 0, 5, NaN]}], "relationships": []}', True),
+        ('<answer>{"objects": [{"id": "man.1", "bbox": [0, 0, 5]}], "relationships": []}</answer>', False),
+        ('<answer>{"objects": [{"id": 7, "bbox": [0, 0, 5, 5]}], "relationships": []}</answer>', False),
+        ('<answer>{"objects": [{"id": "man.1", "bbox": [0, 0, 5, 5]}], "relationships": ["man.1 -> on -> man.1"]}</answer>', False),
+        ('<answer>{"objects": [{"id": "man.1", "bbox": [0, 0, 5, 5]}]}</answer>', False),
+        ('<answer>{"objects": [{"id": "man.1", "bbox": [0, 0, 5, 5]}], "relationships": [', False),
+        ('<answer>{"objects": [{"id": "unicorn.1", "bbox": [0, 0, 5, 5]}], "relationships": []}</answer>', False),
+    ],
+)  # fmt: skip
+def test_the_answer_shapes_r1sggs_gatherer_accepts_and_no_others(text, accepted):
+    from r1vision.tasks.sgg.boxes import box_frame
+    from r1vision.tasks.sgg.r1sgg import gather
+
+    vocab = load_vocabulary("vg150")
+    got = gather(text, box_frame("qwen2_vl", _SIZE), vocab.objects, vocab.predicates)
+    assert (got is not None) is accepted
+
+
+def test_objects_with_an_empty_relation_list_are_left_out_of_recall_and_kept_in_box_ap():
+    """R1-SGG's evaluator skips an image without predicted relations (its gatherer keeps the objects); an
+    image whose answer it rejects is a placeholder with recall 0."""
+    gt = [
+        row("1", _TWO, [rel("man.1", "riding", "horse.1")]),
+        row("2", _TWO, [rel("man.1", "riding", "horse.1")]),
+    ]
+    hit = _completion(_TWO, [rel("man.1", "riding", "horse.1")])
+    empty = _completion(_TWO, [])
+    size = {"original_image_size": _SIZE}
+    m = evaluate_sgg(gt, {"1": {"completion": hit, **size}, "2": {"completion": empty, **size}},
+                     compat="r1sgg", model_family="qwen2_vl")  # fmt: skip
+    assert m["R@50"] == 1.0 and m["num_images"] == 1  # image 2: no predicted relation, not counted
+    assert m["AP50"] == 1.0  # image 2's objects are detections too (they were dropped as a placeholder)
+    rejected = evaluate_sgg(gt, {"1": {"completion": hit, **size}, "2": {"completion": "sorry", **size}},
+                            compat="r1sgg", model_family="qwen2_vl")  # fmt: skip
+    assert rejected["R@50"] == 0.5 and rejected["num_images"] == 2
+    assert rejected["AP50"] == pytest.approx(51 / 101)  # COCO: precision 1 at recall 0 to 0.5 of 101 points
+
+
+def test_no_graph_constraint_ranks_ties_as_r1sggs_argsort():
+    """R1-SGG ranks each (pair, predicate) of the one-hot scores with numpy's unstable argsort: the zero-score
+    entries fill the top K after the emitted ones, in the order that sort gives, and can recall a GT
+    relation the answer never stated."""
+    gt = [row("1", _TWO, [rel("man.1", "riding", "horse.1")])]
+    said = ["on", "near", "has"]
+    answer = _completion(_TWO, [rel("man.1", p, "horse.1") for p in said])
+    m = evaluate_sgg(gt, {"1": {"completion": answer, "original_image_size": _SIZE}}, compat="r1sgg",
+                     model_family="qwen2_vl")  # fmt: skip
+    scores = np.zeros((len(said), len(PREDICATES)))
+    scores[np.arange(len(said)), [PREDICATES.index(p) for p in said]] = 1.0
+    _, cols = np.unravel_index(np.argsort(-scores.ravel())[:100], scores.shape)  # R1-SGG's argsort_desc
+    riding = PREDICATES.index("riding")
+    first = next(rank for rank, c in enumerate(cols.tolist()) if c == riding)
+    assert m["R@100"] == 0.0  # the graph-constrained ranking holds the stated predicates only
+    for k in (20, 50, 100):
+        assert m[f"ngR@{k}"] == float(first < k), k

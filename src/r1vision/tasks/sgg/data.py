@@ -14,10 +14,10 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from r1vision.tasks.loading import load_rows, locate
+from r1vision.tasks.loading import DatasetLoadError, load_rows, locate
 from r1vision.tasks.sgg.boxes import box_frame
 from r1vision.tasks.sgg.categories import Vocabulary
-from r1vision.tasks.sgg.prompts import build_messages, build_prompt, format_answer
+from r1vision.tasks.sgg.prompts import build_messages, build_prompt, format_answer, r1sgg_prompt
 from r1vision.vision.budget import PixelBudget
 
 if TYPE_CHECKING:  # `datasets` and PIL load when a function needs them: `r1vision eval` may need neither
@@ -145,11 +145,13 @@ def to_trainer_format(
     with_completion: bool | None = None,
     budget: PixelBudget | None = None,
     prompt_text: str | None = None,
+    prompt_column: str | None = None,
 ) -> datasets.Dataset:
     """Trainer rows: ``prompt``, ``images``, ``image_id``, ``objects``, ``relationships`` [+ ``completion``].
 
     ``vocabulary`` given = closed-vocabulary prompt. ``completion`` (SFT target) needs ``model_family``
-    and is added by default when it is known. ``prompt_text`` replaces the built instruction.
+    and is added by default when it is known. ``prompt_text`` replaces the built instruction;
+    ``prompt_column`` takes each row's own prompt from that column as R1-SGG does (:func:`r1sgg_prompt`).
     """
     import datasets
 
@@ -168,8 +170,14 @@ def to_trainer_format(
     if isinstance(image_feature, datasets.Image):
         ds = ds.cast_column("image", datasets.Image(decode=False))  # sizes from headers, no full decode
 
+    if prompt_column is not None and prompt_column not in ds.column_names:
+        raise DatasetLoadError(
+            f"the dataset has no {prompt_column!r} column (R1-SGG's prompts need it); columns: {ds.column_names}"
+        )
+
     def convert(row: dict[str, Any], index: int) -> dict[str, Any]:
-        out = {"prompt": build_messages(text, system), "images": [row["image"]]}
+        user = r1sgg_prompt(str(row[prompt_column])) if prompt_column else text
+        out = {"prompt": build_messages(user, system), "images": [row["image"]]}
         if with_completion:
             try:
                 size = image_size(row["image"], root)

@@ -56,6 +56,7 @@ from r1vision.tasks.sgg.labels import normalize_object, normalize_predicate
 from r1vision.tasks.sgg.parse import name_of
 from r1vision.tasks.sgg.predictions import LazyEntries, PredGraph, read_predictions, to_pred_graph
 from r1vision.vision.budget import PixelBudget
+from r1vision.vision.records import PredictionMismatchError
 
 _T = TypeVar("_T")
 
@@ -110,6 +111,7 @@ class _Collector:
     def __init__(self, compat: bool, predicates: Sequence[str], k_max: int) -> None:
         self.compat, self.k_max = compat, k_max
         self.fill_predicates = [_refine(q) for q in predicates]
+        self.fill_column = {q: i for i, q in reversed(list(enumerate(self.fill_predicates)))}
         self.triplets: dict[tuple[str, str, str], int] = {}  # label triplet -> code
         self.n_images = 0
         self.gt_image: list[int] = []
@@ -142,27 +144,30 @@ class _Collector:
         kept: list[tuple[int, int, int]] = []  # triplet code, ng rank, constrained rank
         boxes: list = []  # subject and object box of each kept candidate
         if self.compat:
-            emitted = [(obj[s], sb, obj[o], ob, pred[p]) for s, sb, o, ob, p, _, _ in triplets[:k_max]]
-            for rank, (s, sb, o, ob, p) in enumerate(emitted):
-                t = codes.get((s, p, o))
+            # R1-SGG's rankings of an answer's relations (its SGRecall / SGNoGraphConstraintRecall): with
+            # graph constraint the first K in emission order; without it numpy's argsort of the negated
+            # one-hot scores (relations x vocabulary predicates), whose ties between the emitted (score 1)
+            # and the zero-score (pair, other predicate) entries fall in the order that unstable sort gives.
+            emitted = [(obj[s], sb, obj[o], ob, pred[p]) for s, sb, o, ob, p, _, _ in triplets]
+            cols = [self.fill_column.get(e[4]) for e in emitted]
+            emitted = [e for e, c in zip(emitted, cols, strict=True) if c is not None]
+            cols = [c for c in cols if c is not None]
+            ranks: dict[tuple[int, int], list[int]] = {
+                (r, cols[r]): [-1, r] for r in range(min(len(emitted), k_max))
+            }
+            if emitted:
+                scores = np.zeros((len(emitted), len(self.fill_predicates)))
+                scores[np.arange(len(emitted)), cols] = 1.0
+                order = np.argsort(-scores.ravel())[:k_max]  # R1-SGG's argsort_desc, [:100]
+                rows, columns = np.unravel_index(order, scores.shape)
+                for rank, key in enumerate(zip(rows.tolist(), columns.tolist(), strict=True)):
+                    ranks.setdefault(key, [-1, -1])[0] = rank
+            for (r, c), (ng, constrained) in ranks.items():
+                s, sb, o, ob, _ = emitted[r]
+                t = codes.get((s, self.fill_predicates[c], o))
                 if t is not None:
-                    kept.append((t, rank, rank))
+                    kept.append((t, ng, constrained))
                     boxes += (sb, ob)
-            # Motifs ranks the zero-score predicates of each emitted pair after all emitted ones
-            rank = len(emitted)
-            for s, sb, o, ob, p in emitted:
-                if rank >= k_max:
-                    break
-                for q in self.fill_predicates:
-                    if q == p:
-                        continue
-                    if rank >= k_max:
-                        break
-                    t = codes.get((s, q, o))
-                    if t is not None:
-                        kept.append((t, rank, -1))
-                        boxes += (sb, ob)
-                    rank += 1
         else:
             seen: set[tuple[str, str, str]] = set()
             pairs: set[tuple[str, str]] = set()
@@ -346,7 +351,7 @@ def evaluate_sgg(
     collect = _Collector(is_compat, preds_vocab, k_max)
     details: list[dict[str, Any]] = []
     ap = BoxAP()
-    n_records = n_failed = 0
+    n_records = n_failed = n_without = 0
     for number, row in enumerate(rows):
         image_id = str(row["image_id"])
         objs, rels = _decoded(row["objects"]), _decoded(row["relationships"])
@@ -368,6 +373,7 @@ def evaluate_sgg(
                 r1sgg=is_compat,
             )  # fmt: skip
             n_failed += pred.error is not None
+            n_without += pred.error == "no_completion"
             if is_compat and pred.placeholder:  # R1-SGG keeps nothing of such an answer but its placeholder
                 pred = PredGraph(error=pred.error, placeholder=True)
         if record is not None or not is_compat:  # R1-SGG's COCO evaluator sees the predicted images only
@@ -414,6 +420,12 @@ def evaluate_sgg(
     metrics["parse_failure_rate"] = n_failed / n_records if n_records else 0.0
     metrics["num_images"] = float(len(details))
     metrics.update(coverage)
+    if n_without:  # records whose completion is lost cover nothing: failures, not empty graphs
+        metrics["coverage"] -= n_without / max(metrics["num_gt_images"], 1.0)
+        warnings.warn(
+            f"{n_without} prediction record(s) carry no completion; they count as failures", stacklevel=2
+        )
+    metrics["records_without_completion"] = float(n_without)
     return metrics
 
 
@@ -422,9 +434,9 @@ def _coverage(rows: list[dict[str, Any]], predictions: dict[str, Any]) -> dict[s
     gt_ids = [str(r["image_id"]) for r in rows]
     matched = sum(i in predictions for i in gt_ids)
     if rows and not predictions:
-        raise ValueError(f"no predictions for the {len(rows)} ground-truth images")
+        raise PredictionMismatchError(f"no predictions for the {len(rows)} ground-truth images")
     if rows and matched == 0:
-        raise ValueError(
+        raise PredictionMismatchError(
             f"none of the {len(predictions)} prediction ids matches any of the {len(rows)} ground-truth "
             f"image ids (e.g. prediction {next(iter(predictions))!r}, ground truth {gt_ids[0]!r}): "
             "wrong --split, or predictions of another dataset?"

@@ -3,12 +3,13 @@
 One entry per predicted image, keyed by image id (what R1-SGG's ``sgg_gather_preds.py`` writes and
 ``vg150_eval.py`` reads): ``boxes`` (original pixels), ``labels`` (1-based vocabulary indices),
 ``scores`` (1.0: answers carry no confidence), ``names`` (object ids), ``relation_tuples``
-(``[subject_id, subject_box, object_id, object_box, predicate]``) and ``graph`` (``all_node_pairs``,
+(``[subject category, subject_box, object category, object_box, predicate]``) and ``graph`` (``all_node_pairs``,
 one-hot ``all_relation`` over ``["__background__"] + predicates``, ``pred_boxes``, ``pred_boxes_class``,
 ``pred_boxes_score``). As in R1-SGG, objects outside the vocabulary and relations between them or with an
 unknown predicate are dropped (R1-SGG first maps synonyms with WordNet; here labels are normalised with
 :mod:`labels`), and an answer its gatherer would reject becomes its placeholder: one box labelled 0 named
-``"unknown"`` with one dummy relation. Boxes of 0-1000 answers are mapped as R1-SGG maps them.
+``"unknown"`` with one dummy relation. Boxes are mapped to pixels as R1-SGG's gatherer maps them (floats,
+neither rounded nor clipped); an object of a repeated name keeps its box, relations name the first.
 """
 
 from __future__ import annotations
@@ -51,16 +52,16 @@ def r1sgg_entry(image_id: str, pred: PredGraph, objects: list[str], predicates: 
     names, boxes, labels, position = [], [], [], {}
     for oid, (name, box) in zip(pred.object_ids, pred.objects, strict=False):
         label = obj_index.get(normalize_object(name))
-        if label is None or oid in position:
+        if label is None:
             continue
-        position[oid] = len(names)
+        position.setdefault(oid, len(names))  # a repeated name: relations name its first object
         names.append(oid)
         boxes.append([float(v) for v in box])
         labels.append(label)
     if not names:
         return _placeholder(image_id, len(predicates))
     pairs, onehots, tuples = [], [], []
-    for _s, sbox, _o, obox, predicate, sid, oid in pred.triplets:
+    for s_category, sbox, o_category, obox, predicate, sid, oid in pred.triplets:
         k = pred_index.get(normalize_predicate(predicate))
         if k is None or sid not in position or oid not in position:
             continue
@@ -68,7 +69,9 @@ def r1sgg_entry(image_id: str, pred: PredGraph, objects: list[str], predicates: 
         onehot = [0] * (len(predicates) + 1)
         onehot[k] = 1
         onehots.append(onehot)
-        tuples.append([sid, [float(v) for v in sbox], oid, [float(v) for v in obox], predicates[k - 1]])
+        tuples.append(
+            [s_category, [float(v) for v in sbox], o_category, [float(v) for v in obox], predicates[k - 1]]
+        )
     scores = [1.0] * len(names)
     return {
         "image_id": image_id,

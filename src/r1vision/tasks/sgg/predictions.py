@@ -19,7 +19,6 @@ file (a silent first-wins or last-wins rule changes R@50 depending on how the re
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,28 +28,13 @@ from typing import Any
 from r1vision.tasks.fastjson import is_document, loads
 from r1vision.tasks.sgg.boxes import box_frame
 from r1vision.tasks.sgg.parse import name_of, parse_scene_graph
+from r1vision.tasks.sgg.r1sgg import gather
 from r1vision.vision.budget import PixelBudget
+from r1vision.vision.records import PredictionFileError, jsonl_lines
 
 Triplet = tuple[
     str, list[float], str, list[float], str, str, str
 ]  # s_name, s_box, o_name, o_box, pred, s_id, o_id
-
-
-# Parser issues for which R1-SGG's gatherer (``sgg_gather_preds.py``) rejects the whole answer and stores
-# its placeholder (one box labelled 0 and a dummy relation): asserts on every box and id, ``json.loads`` of
-# the answer, ``resp["relationships"]`` and ``pred_rels[0]``.
-_R1SGG_REJECTS = frozenset(
-    {
-        "invalid_object",
-        "invalid_box",
-        "non_numeric_box",
-        "truncated_json",
-        "trailing_text",
-        "missing_relationships",
-        "invalid_relationships",
-    }
-)
-_DROPPED_RELATIONS = frozenset({"invalid_relation", "unknown_id"})
 
 
 @dataclass
@@ -58,8 +42,8 @@ class PredGraph:
     """Predicted relations (and objects) of one image in emission order, boxes in original pixels.
 
     ``error`` is set when the answer did not parse; ``placeholder`` when R1-SGG's gatherer would have
-    replaced the answer by its placeholder (parse failures, no objects, an empty relationship list, ...),
-    which R1-SGG's evaluator scores as an image with recall 0.
+    replaced the answer by its placeholder (an answer shape it rejects, no object of the vocabulary), which
+    R1-SGG's evaluator scores as an image with recall 0 (:mod:`.r1sgg`).
     """
 
     triplets: list[Triplet] = field(default_factory=list)
@@ -70,13 +54,8 @@ class PredGraph:
 
 
 def _jsonl(path: Path) -> Iterator[tuple[str, Any]]:
-    with path.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    yield f"{path}:{n}", loads(line)
-                except ValueError as exc:
-                    raise ValueError(f"{path}:{n}: not a JSON line ({exc})") from None
+    for n, value in jsonl_lines(path, loads):  # a torn last line is skipped with a notice
+        yield f"{path}:{n}", value
 
 
 _SPACE = re.compile(r"\s*")
@@ -127,11 +106,11 @@ class LazyEntries(Mapping):
         i = ws(text, text.index("{") + 1).end()
         while i < len(text) and text[i] != "}":
             if text[i] != '"':
-                raise ValueError(f"{source}: expected an image id at character {i}")
+                raise PredictionFileError(f"{source}: expected an image id at character {i}")
             key, i = json.decoder.scanstring(text, i + 1)
             i = ws(text, i).end()
             if text[i : i + 1] != ":":
-                raise ValueError(f"{source}: expected ':' after image id {key!r}")
+                raise PredictionFileError(f"{source}: expected ':' after image id {key!r}")
             i = ws(text, i + 1).end()
             end, is_object = _object_end(text, i), True
             if end is None:  # not an object, or one the quick check cannot place: decode it
@@ -141,14 +120,16 @@ class LazyEntries(Mapping):
             if not is_object:
                 self.other_keys.add(key)
             elif key in self._spans and text[slice(*self._spans[key])] != text[i:end]:
-                raise ValueError(f"image id {key!r} appears twice with different predictions in {source}")
+                raise PredictionFileError(
+                    f"image id {key!r} appears twice with different predictions in {source}"
+                )
             else:
                 self._spans.setdefault(key, (i, end))
             i = ws(text, end).end()
             if text[i : i + 1] == ",":
                 i = ws(text, i + 1).end()
             elif text[i : i + 1] != "}":
-                raise ValueError(f"{source}: expected ',' or '}}' at character {i}")
+                raise PredictionFileError(f"{source}: expected ',' or '}}' at character {i}")
 
     def __getitem__(self, key: str) -> dict[str, Any]:
         start, end = self._spans[key]
@@ -191,10 +172,10 @@ def read_predictions(path: str | Path) -> Mapping[str, dict[str, Any]]:
     for place, item in items:
         key = item.get("image_id", item.get("id", item.get("index"))) if isinstance(item, dict) else None
         if key is None:
-            raise ValueError(f"{place}: record has no 'image_id'/'id'")
+            raise PredictionFileError(f"{place}: record has no 'image_id'/'id'")
         key = str(key)
         if key in records and _content(records[key]) != _content(item):
-            raise ValueError(
+            raise PredictionFileError(
                 f"image id {key!r} has two different prediction records ({where[key]} and {place}); "
                 "remove one (a re-run that wrote the image again?)"
             )
@@ -226,36 +207,34 @@ def from_completion(
     image_size: Sequence[float] | None = None,
     budget: PixelBudget | None = None,
     r1sgg: bool = False,
+    vocabulary: tuple[Sequence[str], Sequence[str]] = ((), ()),
 ) -> PredGraph:
     """Parse a completion and map its boxes from the model frame to original pixels.
 
-    ``r1sgg=True`` maps 0-1000 boxes as R1-SGG's gatherer does (``int(v * size / 1000)``, unclipped).
+    ``r1sgg=True`` reads it as R1-SGG's gatherer does (:mod:`.r1sgg`: its accepted answer shapes, objects
+    and predicates of ``vocabulary`` = (objects, predicates) only, float boxes neither rounded nor clipped);
+    an answer it rejects is a placeholder.
     """
+    frame = box_frame(model_family, original_size, image_size, budget)
+    if r1sgg:
+        gathered = gather(text, frame, *vocabulary)
+        if gathered is None:
+            return PredGraph(error="r1sgg_rejected", placeholder=True)
+        kept, names, relations = gathered
+        triplets = [
+            (kept[s][0], kept[s][1], kept[o][0], kept[o][1], p, names[s], names[o]) for s, o, p in relations
+        ]
+        return PredGraph(triplets, objects=kept, object_ids=names)
     parsed = parse_scene_graph(text)
     if not parsed.ok:
-        return PredGraph(error=parsed.error, placeholder=True)
+        return PredGraph(error=parsed.error)
     graph = parsed.graph
-    frame = box_frame(model_family, original_size, image_size, budget)
-    if r1sgg and frame.kind == "norm1000":
-        sw, sh = frame.orig_width / 1000.0, frame.orig_height / 1000.0
-        objs = {
-            o.id: (o.name, [float(math.trunc(o.box[0] * sw)), float(math.trunc(o.box[1] * sh)),
-                            float(math.trunc(o.box[2] * sw)), float(math.trunc(o.box[3] * sh))])
-            for o in graph.objects
-        }  # fmt: skip
-    else:
-        objs = {o.id: (o.name, frame.to_original(frame.clip(o.box))) for o in graph.objects}
+    objs = {o.id: (o.name, frame.to_original(frame.clip(o.box))) for o in graph.objects}
     triplets = [
         (objs[r.subject][0], objs[r.subject][1], objs[r.object][0], objs[r.object][1], r.predicate, r.subject, r.object)
         for r in graph.relations
     ]  # fmt: skip
-    issues = set(parsed.issues)
-    placeholder = (
-        not graph.objects
-        or bool(issues & _R1SGG_REJECTS)
-        or (not graph.relations and not issues & _DROPPED_RELATIONS)  # an empty list: pred_rels[0] fails
-    )
-    return PredGraph(triplets, objects=list(objs.values()), object_ids=list(objs), placeholder=placeholder)
+    return PredGraph(triplets, objects=list(objs.values()), object_ids=list(objs))
 
 
 _NUMBERS = (int, float)
@@ -329,6 +308,10 @@ def from_r1sgg(entry: dict[str, Any], predicates: Sequence[str], objects: Sequen
     return PredGraph(out, objects=objects_out, object_ids=object_ids)
 
 
+# The fields of an entry of R1-SGG's gathered predictions (any one of them makes a record R1-SGG's).
+_R1SGG_KEYS = frozenset({"names", "labels", "boxes", "graph", "relation_tuples"})
+
+
 def to_pred_graph(
     record: Any,
     *,
@@ -346,18 +329,22 @@ def to_pred_graph(
     if not isinstance(record, dict):
         raise ValueError(f"unsupported prediction record of type {type(record).__name__}")
     if "completion" not in record:
+        if not _R1SGG_KEYS & record.keys():  # our record, its completion lost: a failure, not an empty graph
+            return PredGraph(error="no_completion")
         return from_r1sgg(record, predicates, objects)
     family = record.get("model_family") or model_family
     orig = _size_of(record.get("original_image_size")) or _size_of(original_size)
     resized = _size_of(record.get("image_size")) or _size_of(image_size)
     image_id = record.get("image_id", record.get("id"))
     if family is None:
-        raise ValueError(f"prediction for image {image_id!r}: model_family is needed to read its boxes")
+        raise PredictionFileError(
+            f"prediction for image {image_id!r}: model_family is needed to read its boxes"
+        )
     if orig is None:
-        raise ValueError(
+        raise PredictionFileError(
             f"prediction for image {image_id!r}: original image size unknown (no size in record or GT)"
         )
     text = record["completion"]
     if not isinstance(text, str):
         text = str(text)
-    return from_completion(text, family, orig, resized, budget, r1sgg=r1sgg)
+    return from_completion(text, family, orig, resized, budget, r1sgg=r1sgg, vocabulary=(objects, predicates))

@@ -9,6 +9,7 @@ object ids.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -55,6 +56,25 @@ def compact_prompt(family: str | None = None) -> str:
     Long prompts cost tiny CPU models most of their sequence length; the format is taught by SFT instead.
     """
     return f"Scene graph: objects with boxes {frame_description(family)}, then relationships, in <answer> </answer>."
+
+
+# R1-SGG's inputs (``prompt: "r1sgg"``): the system message of the DeepSeek-R1 template, which R1-SGG trains
+# with unless <think> tags are off, and the plain one it uses then.
+R1_THINK_SYSTEM = (
+    "A conversation between User and Assistant. The user asks a question, and the Assistant solves it. The "
+    "assistant first thinks about the reasoning process in the mind and then provides the user with the answer. "
+    "The reasoning process and answer are enclosed within <think> </think> and <answer> </answer> tags, "
+    "respectively, i.e., <think> reasoning process here </think><answer> answer here </answer>"
+)
+R1SGG_PLAIN_SYSTEM = "You are a helpful and multimodal AI assistant."
+_IMAGE_SIZE = re.compile(r"of size \(\d+ x \d+\) ")
+
+
+def r1sgg_prompt(dataset_prompt: str) -> str:
+    """The user text R1-SGG trains with, from its dataset's ``prompt_open`` / ``prompt_close`` column: the
+    image size left out and the answer tags written as a json fence, as its training collator does."""
+    text = _IMAGE_SIZE.sub("", dataset_prompt)
+    return text.replace("<answer>", "```json").replace("</answer>", "```")
 
 
 def build_messages(text: str, system: str | None = None, num_images: int = 1) -> list[dict[str, Any]]:

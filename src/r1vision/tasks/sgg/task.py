@@ -12,7 +12,7 @@ from r1vision.tasks.options import option
 from r1vision.tasks.sgg.categories import Vocabulary, load_vocabulary
 from r1vision.tasks.sgg.data import image_size, load_raw, sft_target, to_trainer_format, validate_rows
 from r1vision.tasks.sgg.evaluate import evaluate_sgg
-from r1vision.tasks.sgg.prompts import compact_prompt
+from r1vision.tasks.sgg.prompts import R1_THINK_SYSTEM, R1SGG_PLAIN_SYSTEM, compact_prompt
 
 
 def _local_vocab(source: str | Path) -> Path | None:
@@ -32,8 +32,11 @@ class SGGOptions:
     """
 
     # data and prompts
-    prompt: Literal["open", "closed", "compact"] = option(
-        "open", "open vocabulary, closed (lists the categories) or a one-line prompt"
+    prompt: Literal["open", "closed", "compact", "r1sgg", "r1sgg_closed"] = option(
+        "open",
+        "open vocabulary, closed (lists the categories), a one-line prompt, or R1-SGG's own (the dataset's "
+        "prompt_open / prompt_close column, as R1-SGG trains; system message R1's <think> template when think, "
+        "else its plain one)",
     )
     think: bool = option(False, "ask for <think>...</think> before the answer")
     system: str | None = option(None, "system prompt")
@@ -101,16 +104,21 @@ class SGGTask(Task):
             validate_rows(ds)
         if opts.limit:
             ds = ds.select(range(min(opts.limit, len(ds))))
+        r1sgg = opts.prompt.startswith("r1sgg")
+        system = opts.system
+        if r1sgg and system is None:
+            system = R1_THINK_SYSTEM if opts.think else R1SGG_PLAIN_SYSTEM
         return to_trainer_format(
             ds,
             root,
             model_family=run.model_family,
             vocabulary=self.vocabulary(source, opts) if opts.prompt == "closed" else None,
             think=opts.think,
-            system=opts.system,
+            system=system,
             with_completion=opts.with_completion,
             budget=run.budget,
             prompt_text=compact_prompt(run.model_family) if opts.prompt == "compact" else None,
+            prompt_column={"r1sgg": "prompt_open", "r1sgg_closed": "prompt_close"}.get(opts.prompt),
         )
 
     def rewards(self, opts: SGGOptions, run: RunContext) -> list[RewardSpec]:
