@@ -34,13 +34,26 @@ def test_recipe_rewards_are_maye_sum(tmp_path) -> None:
     script, _ = _parse(tmp_path)
     task = get_task(script.task)
     specs = task.rewards(task.parse_options(script.task_options), run_context(eos=(2,)))
-    # MAYE's score is accuracy + format + language (no-EOS: MAYE replaces the score by -0.1)
+    # MAYE's score is accuracy + format - 0.1 x Chinese share; -0.1 (replacing it) without EOS
     assert {s.name: s.weight for s in specs} == {
         "accuracy": 1.0,
         "format": 1.0,
-        "language": 1.0,
+        "language": 0.1,
         "no_eos": 0.1,
     }
+    assert task.parse_options(script.task_options).no_eos_replaces
+
+
+def test_recipe_optimizer_is_mayes(tmp_path) -> None:
+    c = _recipe(tmp_path)
+    # torch's AdamW (fused or not: same update) with MAYE's hyper-parameters, not TRL's defaults
+    assert getattr(c.optim, "value", c.optim).startswith("adamw_torch")
+    assert (c.adam_beta1, c.adam_beta2, c.adam_epsilon, c.weight_decay) == (
+        0.9,
+        0.95,
+        1e-5,
+        0.01,
+    )
 
 
 def test_recipe_is_maye_per_gpu_batch_not_one_prompt_per_step(tmp_path) -> None:

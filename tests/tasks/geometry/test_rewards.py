@@ -14,7 +14,6 @@ from r1vision.tasks.geometry.rewards import (
     make_language_reward,
     make_no_eos_penalty,
     make_rewards,
-    scripts_used,
 )
 
 
@@ -56,11 +55,26 @@ def test_format_reward() -> None:
     assert make_format_reward(require_close=False)(None, ["<think>open"]) == [1.0]
 
 
-def test_language_mixing_penalty() -> None:
+def test_language_reward_is_minus_the_share_of_chinese_characters() -> None:
+    """MAYE's language reward (-0.1 x the share with weight 0.1); it used to be -1 for any mix of scripts."""
     lang = make_language_reward()
-    texts = ["The angle θ is 30°, so x = π/6.", "所以答案是 5", "So the answer 是 5", "Ответ 5, answer"]
-    assert lang(None, texts) == [0.0, 0.0, -1.0, -1.0]
-    assert scripts_used("αβγ abc") == {"latin"}
+    texts = ["The angle θ is 30°, so x = π/6.", "所以答案是5", "So the answer 是 5", "Ответ 5, answer", ""]
+    assert lang(None, texts) == pytest.approx([0.0, -5 / 6, -1 / 17, 0.0, 0.0])
+
+
+def test_no_eos_replaces_the_score_as_maye_does() -> None:
+    """MAYE: the score of a response without EOS is -0.1, whatever its accuracy and format."""
+    specs = make_rewards(format_weight=1.0, language_weight=0.1, no_eos_weight=0.1, eos_token_id=[2],
+                         max_completion_length=4, no_eos_replaces=True)  # fmt: skip
+    completions = ["<think>a</think> \\boxed{3}", "<think>a</think> \\boxed{3}"]
+    cols = {"solution": ["\\boxed{3}"] * 2, "completion_ids": [[5, 6, 7, 8], [5, 6, 2]]}
+    total = [sum(s.weight * v for s, v in zip(specs, vals, strict=True))
+             for vals in zip(*(s.func([None] * 2, completions, **cols) for s in specs), strict=True)]  # fmt: skip
+    assert total == pytest.approx([-0.1, 2.0])  # cut: exactly the penalty; complete: accuracy + format
+    adding = make_rewards(no_eos_weight=0.1, eos_token_id=[2], max_completion_length=4)
+    assert [s.func([None] * 2, completions, **cols)[0] for s in adding][0] == 1.0  # accuracy still counts
+    with pytest.raises(ValueError, match="end-of-sequence"):
+        make_rewards(no_eos_replaces=True)
 
 
 def test_no_eos_penalty_with_and_without_max_length() -> None:

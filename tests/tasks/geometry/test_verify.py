@@ -371,3 +371,56 @@ def test_pathological_answer_is_false_within_the_default_deadline() -> None:
 )
 def test_rules_do_not_overrule_math_verify_where_it_is_right(prediction, solution, expected) -> None:
     assert answers_match(prediction, solution) is expected
+
+
+# ------------------------------------------------- words, multi-part boxes, mm_math's Chinese notation
+@pytest.mark.parametrize(
+    ("prediction", "solution", "expected"),
+    [
+        # a word answer is a word, whatever its case; segment names are not words
+        ("\\boxed{\\text{Isosceles}}", "\\boxed{\\text{isosceles}}", True),
+        ("\\boxed{Right triangle}", "right triangle", True),
+        ("\\boxed{\\text{scalene}}", "\\boxed{\\text{isosceles}}", False),
+        ("\\boxed{AB}", "ab", False),
+        # every boxed part of a multi-part reference is compared, in order
+        ("(1) \\boxed{4} (2) \\boxed{5}", "(1) \\boxed{3} (2) \\boxed{5}", False),
+        ("(1) \\boxed{3}\n\n(2) \\boxed{5}", "(1) \\boxed{3} (2) \\boxed{5}", True),
+        ("(1) \\boxed{5} (2) \\boxed{3}", "(1) \\boxed{3} (2) \\boxed{5}", False),
+        ("\\boxed{3, 5}", "(1) \\boxed{3} (2) \\boxed{5}", True),
+        ("(1) \\boxed{3}", "(1) \\boxed{3} (2) \\boxed{5}", False),
+        # boxes written together are one answer: a hedge is not its last value
+        ("\\boxed{4}, \\boxed{5}", "\\boxed{5}", False),
+        ("\\boxed{4} or \\boxed{5}", "5", False),
+        ("\\boxed{2}, \\boxed{-2}", "\\pm 2", True),
+        ("x = \\boxed{4}, so the answer is \\boxed{4}", "4", True),  # a repeat is one value
+        ("First \\boxed{3}.\n\nSo the final answer is \\boxed{5}", "5", True),
+        ("<think>\\boxed{3}</think> \\boxed{5}", "5", True),
+        ("\\boxed{\\boxed{5}}", "5", True),
+        # plus-minus against its two values, in every spelling
+        ("\\boxed{\\pm 2}", "2, -2", True),
+        ("\\boxed{x = \\pm 2}", "x = 2 \\text{ or } x = -2", True),
+        ("\\boxed{\\pm 2}", "2或-2", True),
+        ("\\boxed{\\pm 2}", "2, 3", False),
+        # mm_math: full-width punctuation and Chinese units
+        ("\\boxed{(2,3)}", "（2，3）", True),
+        ("\\boxed{1:2}", "1：2", True),
+        ("\\boxed{5}", "5厘米", True),
+        ("\\boxed{5\\text{ cm}}", "5厘米", True),
+        ("\\boxed{12}", "12平方厘米", True),
+        ("\\boxed{60^\\circ}", "60度", True),
+        ("\\boxed{6}", "5厘米", False),
+        ("\\boxed{(2,4)}", "（2，3）", False),
+    ],
+)
+def test_words_parts_plus_minus_and_chinese_notation(prediction: str, solution: str, expected: bool) -> None:
+    assert answers_match(prediction, solution) is expected
+
+
+def test_hedged_boxes_only_group_when_written_together() -> None:
+    from r1vision.tasks.geometry.extract import answer_parts
+
+    assert answer_parts("\\boxed{4}, \\boxed{5}") == ["4", "5"]
+    assert answer_parts("\\boxed{4}" + " filler" * 20 + " \\boxed{5}") == ["5"]  # far apart: worked steps
+    assert answer_parts("a \\boxed{1} b \\boxed{2} c \\boxed{3}", count=2) == ["2", "3"]
+    assert answer_parts("(1) \\boxed{1}\n\n(2) \\boxed{2}", reference=True) == ["1", "2"]
+    assert answer_parts("no box here") == []

@@ -48,31 +48,79 @@ def _matching_braces(text: str) -> dict[int, int]:
     return pairs
 
 
-def extract_boxed(text: str) -> str | None:
-    """Content of the last complete ``\\boxed{...}`` (or ``\\fbox{...}``, or ``\\boxed 5``) in ``text``.
-
-    Linear in the text: braces are matched once with a stack, then box commands are tried from the last.
-    """
-    if not isinstance(text, str):
-        return None
-    text = text[-MAX_SCAN_CHARS:]
-    boxes = [m.end() for m in _BOX.finditer(text)]
-    if not boxes:
-        return None
+def _boxes(text: str) -> list[tuple[int, int, str]]:
+    """``(start, end, content)`` of every complete box in ``text``, in order (``\\boxed{...}``,
+    ``\\fbox{...}``, ``\\boxed 5``); unbalanced or empty boxes are left out, nested ones give the
+    innermost. One linear pass."""
+    starts = list(_BOX.finditer(text))
+    if not starts:
+        return []
     pairs = _matching_braces(text)
-    for i in reversed(boxes):
-        j = i
+    found: list[tuple[int, int, str]] = []
+    for box in starts:
+        if found and box.start() < found[-1][1]:
+            found.pop()  # a box inside a box: the inner one is the answer
+        i = j = box.end()
         while j < len(text) and text[j] in " \t":
             j += 1
         if j < len(text) and text[j] == "{":
             close = pairs.get(j)
-            if close is not None:
-                return text[j + 1 : close].strip()
+            if close is not None and text[j + 1 : close].strip():
+                found.append((box.start(), close + 1, text[j + 1 : close].strip()))
         elif j > i:  # "\boxed 5": a space then one token
             match = _BARE_TOKEN.match(text, j)
             if match:
-                return match.group(0).strip()
-    return None  # only unbalanced or empty boxes: a truncated completion
+                found.append((box.start(), match.end(), match.group(0).strip()))
+    return found
+
+
+def extract_boxed(text: str) -> str | None:
+    """Content of the last complete ``\\boxed{...}`` (or ``\\fbox{...}``, or ``\\boxed 5``) in ``text``;
+    ``None`` when there are only unbalanced or empty boxes (a truncated completion). Linear in the text."""
+    if not isinstance(text, str):
+        return None
+    boxes = _boxes(text[-MAX_SCAN_CHARS:])
+    return boxes[-1][2] if boxes else None
+
+
+# Boxes closer than this (and not separated by a blank line) belong to one answer: "\boxed{2}, \boxed{-2}".
+_GROUP_GAP = 80
+
+
+def _answer_section(text: str) -> str:
+    """The part of a completion that holds its answer: after a closed ``<think>`` block when that part is
+    not empty, else the whole text."""
+    tail = text.rsplit("</think>", 1)[1] if "</think>" in text else ""
+    return tail if tail.strip() else text
+
+
+def answer_parts(text: str, reference: bool = False, count: int | None = None) -> list[str]:
+    """The boxed parts a text answers with, in order.
+
+    A reference (a dataset's ``solution``) answers with all its boxes: mm_math boxes each part of a
+    multi-part question. Model text answers with its last ``count`` boxes when ``count`` is given (the
+    reference's part count), else with the last box and the boxes written just before it (closer than
+    80 characters, no blank line between: ``\\boxed{2}, \\boxed{-2}``), so a hedge of several boxed values
+    is one multi-valued answer, not its last value; repeats of one value count once. Empty when the text
+    has no complete box.
+    """
+    if not isinstance(text, str):
+        return []
+    text = text[-MAX_SCAN_CHARS:]
+    section = text if reference else _answer_section(text)
+    boxes = _boxes(section)
+    if reference or not boxes:
+        return [content for _, _, content in boxes]
+    if count is not None:
+        return [content for _, _, content in boxes[-count:]]
+    group = [boxes[-1]]
+    for box in reversed(boxes[:-1]):
+        gap = section[box[1] : group[0][0]]
+        if len(gap) > _GROUP_GAP or "\n\n" in gap:
+            break
+        group.insert(0, box)
+    parts = [content for _, _, content in group]
+    return parts if len(set(parts)) > 1 else parts[-1:]
 
 
 def extract_answer_tag(text: str) -> str | None:

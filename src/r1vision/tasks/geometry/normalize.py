@@ -17,7 +17,18 @@ _MAX_DEPTH = 40
 
 _DEGREE = re.compile(
     r"\^\s*\{?\s*\\circ\s*\}?|\^\s*\{?\s*\\text\{\s*circ\s*\}\s*\}?|\\text\{\s*circ\s*\}|\\circ|\\degree|°"
-    r"|\^\s*\{?\s*o\s*\}?$|\s*degrees?\b|\s*deg\b"
+    r"|\^\s*\{?\s*o\s*\}?$|\s*degrees?\b|\s*deg\b|\s*度"
+)
+# Full-width forms (U+FF01..U+FF5E) as mm_math's Chinese solutions write them: "（2，3）", "1：2", "５".
+# An explicit table rather than NFKC, which would also turn x² into x2.
+_FULLWIDTH = {code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)} | {
+    0x3000: " ",  # ideographic space
+    0x3001: ",",  # 、
+    0x3002: ".",  # 。
+}
+# Chinese length/area/volume units as a trailing word: 5厘米, 12平方厘米, 3米.
+_CN_UNITS = re.compile(
+    r"\s*(?:平方|立方)?(?:厘米|毫米|分米|千米|公里|公分|米)(?:\s*\^\s*\{?\s*[23]\s*\}?|[²³])?\s*$"
 )
 _PERCENT = re.compile(r"\\%|%|\s*percent\b")
 _SPACING = re.compile(r"\\[,;:! ]|\\quad|\\qquad|~|\\displaystyle|\\left|\\right")
@@ -30,7 +41,7 @@ _TEXT_WRAP = re.compile(r"\\(?:text|mathrm|textbf|mathbf|mbox|operatorname)\s*\{
 # variables spelling a unit name.
 _UNIT_WORDS = (
     r"units?|cm|mm|km|ft|feet|foot|in|inches|inch|yd|yards?|meters?|metres?|centimeters?|centimetres?|"
-    r"millimeters?|millimetres?|kilometers?|kilometres?|miles?|mi"
+    r"millimeters?|millimetres?|kilometers?|kilometres?|dm|decimeters?|decimetres?|miles?|mi"
 )
 _POWER = r"(?:\s*\^\s*\{?\s*[23]\s*\}?|[²³])?"
 _UPRIGHT_UNIT = re.compile(
@@ -61,6 +72,21 @@ class Normalized:
     degrees: bool = False
 
 
+def to_ascii_forms(text: str) -> str:
+    """Full-width punctuation, letters and digits as their ASCII forms (``（2，3）`` -> ``(2,3)``)."""
+    return text.translate(_FULLWIDTH)
+
+
+_WORDS = re.compile(r"[A-Za-z][a-z]{2,}(?:[ -][A-Za-z]?[a-z]+)*")
+
+
+def same_words(a: str, b: str) -> bool:
+    """Two normalised answers that are words (``isosceles``, ``Right triangle``), equal up to case. A word has
+    three or more letters, lower case after the first, so ``AB`` (a segment) and ``ab`` (a product) stay
+    apart."""
+    return bool(_WORDS.fullmatch(a) and _WORDS.fullmatch(b)) and a.casefold() == b.casefold()
+
+
 def normalize(answer: str) -> Normalized | None:
     """Canonical spelling of one answer: degree marks, percent signs, units, spacing and radicals removed.
 
@@ -69,7 +95,7 @@ def normalize(answer: str) -> Normalized | None:
     """
     if not isinstance(answer, str) or len(answer) > MAX_LEN:
         return None
-    s = answer.strip().strip("$").strip()
+    s = answer.translate(_FULLWIDTH).strip().strip("$").strip()
     s = _SPACING.sub("", s)
     degrees = bool(_DEGREE.search(s))
     s = _DEGREE.sub("", s)
@@ -80,6 +106,7 @@ def normalize(answer: str) -> Normalized | None:
     s = _UPRIGHT_UNIT.sub("", s)  # before the upright wrappers are dropped
     s = _TEXT_WRAP.sub(lambda m: m.group(1), s)
     s = _UNITS.sub("", s)
+    s = _CN_UNITS.sub("", s)
     s = _FRAC_NAME.sub(r"\\frac", s)
     s = _FRAC_SHORT.sub(r"\\frac{\1}{\2}", s)
     s = s.replace("\\cdot", "*").replace("\\times", "*").replace("\\div", "/").replace("×", "*")

@@ -29,8 +29,13 @@ class GeometryOptions:
     hub_kwargs: dict[str, Any] | None = option(None, "extra datasets.load_dataset arguments")
     accuracy_weight: float = option(1.0, "weight of the accuracy reward")
     format_weight: float = option(0.0, "weight of the <think> format reward")
-    language_weight: float = option(0.0, "weight of the language-mixing penalty")
+    language_weight: float = option(
+        0.0, "weight of the language reward (minus the share of Chinese characters)"
+    )
     no_eos_weight: float = option(1.0, "weight of the truncation penalty")
+    no_eos_replaces: bool = option(
+        False, "MAYE: a completion cut without EOS scores only the penalty (the other rewards give it 0)"
+    )
     require_close_think: bool = option(True, "format reward: require </think>")
     timeout: float = option(DEFAULT_TIMEOUT_S, "seconds per math-verify check")
 
@@ -73,6 +78,7 @@ class GeometryTask(Task):
             max_completion_length=run.max_completion_length,
             require_close_think=opts.require_close_think,
             timeout=opts.timeout,
+            no_eos_replaces=opts.no_eos_replaces,
         )
 
     def sft_target(self, row: Mapping[str, Any], opts: GeometryOptions, run: RunContext) -> str:

@@ -1,14 +1,19 @@
 """``answers_match``: is a model's final answer the dataset's answer?
 
-Both texts go through :func:`~r1vision.tasks.geometry.extract.extract_final_answer`, then the rules run
-cheapest first and the first one that agrees wins:
+Both texts go through :func:`~r1vision.tasks.geometry.extract.extract_final_answer`; full-width forms
+(``（2，3）``, ``1：2``) become ASCII. A reference with several boxes (mm_math's multi-part questions) is
+answered part by part: the model's last boxes of the same count are compared in order, each under the rules
+below (rule ``parts``), or its single box as a comma list. Boxes a model writes together
+(``\\boxed{4}, \\boxed{5}``) are one multi-valued answer, so a hedge does not pass on its last value. Then
+the rules run cheapest first and the first one that agrees wins:
 
 1. ``choice``: two option letters (``B``, ``(B)``, ``Option B``) must be equal; with ``choices``, a letter
    on one side is replaced by its option value and the other rules compare values;
-2. ``exact``: equal strings after notation clean-up (degree marks, units, radicals, spacing);
+2. ``exact``: equal strings after notation clean-up (degree marks, units including Chinese ones such as
+   ``厘米``, radicals, spacing); word answers (``\\text{Isosceles}``) equal up to case;
 3. ``numeric``: equal values within ``rel_tol``, or equal after rounding to the precision the other side
    was written with; ×100/÷100 when either side is a percentage;
-4. ``multi``: the same multiset of values for comma-separated answers and ``\\pm`` expansions;
+4. ``multi``: the same multiset of values for lists (``,``, ``or``, ``and``, ``或``) and ``\\pm`` expansions;
 5. ``interval``: the same bracket types and endpoints (``2 < x < 12`` is the interval ``(2,12)``);
 6. ``identity``: expressions in the same one or two variables that agree at two irrational probe points;
 7. ``math_verify``: HuggingFace math-verify's ``verify(parse(gold), parse(pred))``, asked only when the
@@ -32,7 +37,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from r1vision.tasks.geometry.extract import choice_letter, extract_final_answer, split_choice
+from r1vision.tasks.geometry.extract import answer_parts, choice_letter, extract_final_answer, split_choice
 from r1vision.tasks.geometry.isolation import WorkerUnavailable, get_pool
 from r1vision.tasks.geometry.normalize import (
     MAX_LEN,
@@ -42,7 +47,9 @@ from r1vision.tasks.geometry.normalize import (
     expand_pm,
     free_letters,
     normalize,
+    same_words,
     split_top_level,
+    to_ascii_forms,
 )
 
 logger = logging.getLogger(__name__)
@@ -91,7 +98,7 @@ def _numeric(gn: Normalized, pn: Normalized, rel_tol: float) -> bool:
     return False
 
 
-_OR_AND = re.compile(r"\s+(?:or|and)\s+|\\text\{\s*(?:or|and)\s*\}")
+_OR_AND = re.compile(r"\s+(?:or|and)\s+|\\text\{\s*(?:or|and|或|和)\s*\}|\s*(?:或者|或|和)\s*")
 
 
 def _values(answer: str) -> list[tuple[float, str]] | None:
@@ -243,6 +250,8 @@ def _value_rules(gold: str, pred: str, rel_tol: float) -> str | None:
         return None
     if gn.text and gn.text.replace(" ", "") == pn.text.replace(" ", "") and gn.percent == pn.percent:
         return "exact"
+    if same_words(gn.text, pn.text):
+        return "exact"
     if _numeric(gn, pn, rel_tol):
         return "numeric"
     if _multi(gold, pred, rel_tol):
@@ -362,28 +371,56 @@ def explain_match(
     try:
         pred = extract_final_answer(prediction)
         gold = extract_final_answer(solution, reference=True)
-        # no real final answer is this long; longer ones are refused before any rule scans them
-        if not pred or not gold or len(gold) > MAX_LEN * 4 or len(pred) > MAX_LEN * 4:
+        if not pred or not gold:
             return None
-        (gold_letter, gold_value), (pred_letter, pred_value) = split_choice(gold), split_choice(pred)
-        if gold_letter is not None and pred_letter is not None:
-            return "choice" if gold_letter == pred_letter else None  # nothing may overrule two letters
-        # "(A) 12" against "12": the labelled side's value is compared
-        labelled = gold_value is not None or pred_value is not None
-        gold, pred = gold_value or gold, pred_value or pred
-        gold, pred, mapped = _resolve_choices(gold, pred, choices)
-        rule = _value_rules(gold, pred, rel_tol)
-        if (
-            rule is None
-            and use_math_verify
-            and not _surely_different(gold, pred, rel_tol)
-            and _math_verify(gold, pred, timeout, isolate)
-        ):
-            rule = "math_verify"
-        return "choice" if rule is not None and (mapped or labelled) else rule
+        args = (choices, timeout, rel_tol, use_math_verify, isolate)
+        gold_parts = answer_parts(solution, reference=True)
+        if len(gold_parts) >= 2:  # a multi-part question: every part is compared, in order
+            pred_parts = answer_parts(prediction, count=len(gold_parts))
+            if len(pred_parts) == len(gold_parts):
+                each = [_explain_answers(g, p, *args) for g, p in zip(gold_parts, pred_parts, strict=True)]
+                return "parts" if all(each) else None
+            gold = ", ".join(gold_parts)  # the model boxed one list ("3, 5"): compared as a list
+        else:
+            pred_parts = answer_parts(prediction)
+            if len(pred_parts) >= 2:  # several boxed values answer together, not only the last
+                pred = ", ".join(pred_parts)
+        return _explain_answers(gold, pred, *args)
     except Exception:  # noqa: BLE001 - model text must never crash a reward
         logger.debug("answers_match failed", exc_info=True)
         return None
+
+
+def _explain_answers(
+    gold: str,
+    pred: str,
+    choices: Sequence[str] | None,
+    timeout: float,
+    rel_tol: float,
+    use_math_verify: bool,
+    isolate: bool,
+) -> str | None:
+    """:func:`explain_match` on two extracted answers."""
+    # no real final answer is this long; longer ones are refused before any rule scans them
+    if not pred or not gold or len(gold) > MAX_LEN * 4 or len(pred) > MAX_LEN * 4:
+        return None
+    gold, pred = to_ascii_forms(gold), to_ascii_forms(pred)
+    (gold_letter, gold_value), (pred_letter, pred_value) = split_choice(gold), split_choice(pred)
+    if gold_letter is not None and pred_letter is not None:
+        return "choice" if gold_letter == pred_letter else None  # nothing may overrule two letters
+    # "(A) 12" against "12": the labelled side's value is compared
+    labelled = gold_value is not None or pred_value is not None
+    gold, pred = gold_value or gold, pred_value or pred
+    gold, pred, mapped = _resolve_choices(gold, pred, choices)
+    rule = _value_rules(gold, pred, rel_tol)
+    if (
+        rule is None
+        and use_math_verify
+        and not _surely_different(gold, pred, rel_tol)
+        and _math_verify(gold, pred, timeout, isolate)
+    ):
+        rule = "math_verify"
+    return "choice" if rule is not None and (mapped or labelled) else rule
 
 
 def answers_match(
