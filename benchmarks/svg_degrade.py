@@ -1,9 +1,10 @@
 """Degraded copies of synthetic diagrams for the SVG reward tables (benchmarks/bench_svg_reward.py).
 
 Each figure is drawn at twice its synthetic size (600-1400 px, like VFig's paper figures). Degradations, from
-none to most damage: every label replaced by another word, every element moved by up to +-8 user units,
-75 % of the boxes (with their labels) dropped, one rectangle over the content area, a copy of the canvas
-colour, an empty SVG.
+none to most damage (:data:`KINDS`, the order a reward must keep): the whole drawing moved by 5 px of the
+512 px comparison canvas, every label replaced by another word, every label removed, every element moved by
+up to +-8 user units, 75 % of the boxes (with their labels) dropped, one rectangle over the content area, a
+copy of the canvas colour, an empty SVG.
 """
 
 from __future__ import annotations
@@ -13,7 +14,19 @@ import re
 
 from r1vision.tasks.svg.synth import WORDS, figure_svg
 
-KINDS = ("identical", "labels wrong", "jitter +-8", "75% boxes dropped", "one box", "canvas colour", "blank")
+KINDS = (
+    "identical",
+    "shift 5 px",
+    "labels wrong",
+    "labels removed",
+    "jitter +-8",
+    "75% boxes dropped",
+    "one box",
+    "canvas colour",
+    "blank",
+)
+# The comparison canvas a shift is measured on (RewardConfig.size).
+SHIFT_CANVAS = 512
 _NODE = re.compile(r"^  <(rect|circle|ellipse) [^\n]*\n  <text [^\n]*$", re.MULTILINE)
 
 
@@ -50,6 +63,18 @@ def degrade(svg: str, kind: str, rng: random.Random) -> str:
             r">([A-Za-z]+)</text>",
             lambda m: ">" + rng.choice([w for w in WORDS if w != m.group(1)]) + "</text>",
             svg,
+        )
+    if kind == "labels removed":
+        return re.sub(r"\n  <text [^\n]*", "", svg)
+    if kind == "shift 5 px":  # the whole drawing, 5 px right and down on the comparison canvas
+        unit = max(vb[2], vb[3]) / SHIFT_CANVAS * 5
+        body = svg.split("\n", 1)[1].rsplit("</svg>", 1)[0]
+        canvas_rect = re.search(r'  <rect x="0" y="0" [^\n]*\n', body).group(0)
+        body = body.replace(canvas_rect, "", 1)
+        defs_end = body.index("</defs>") + len("</defs>\n")
+        return (
+            head + "\n" + body[:defs_end] + canvas_rect
+            + f'  <g transform="translate({unit:.2f},{unit:.2f})">\n' + body[defs_end:] + "  </g>\n</svg>"
         )
     if kind == "jitter +-8":
         lines = svg.split("\n")

@@ -64,13 +64,43 @@ def test_compare_shift_lowers_and_blank_is_near_zero():
         compare(_square(), _square(12)),
     )
     blank = compare(_square(), np.full((64, 64, 3), 255, np.uint8))
-    for key in ("pixel", "ssim"):
+    for key in ("pixel", "ssim", "edge"):
         assert same[key] > near[key] > far[key], key
         assert 0.0 <= far[key] <= 1.0
-    # edges within the tolerance (3 px) match fully; 12 px off, only the crossing corners do
-    assert same["edge"] == near["edge"] == 1.0 and far["edge"] < 0.3
+    # 2 px on each axis is within max_shift (2.5 % of 64 px): registered, the terms lose only the shift
+    # cost, shift_cost x min(1, length / radius) = 0.05 x 1; 12 px is beyond it: only the crossing corners
+    # of the edges match
+    assert near["pixel"] == near["ssim"] == near["edge"] == pytest.approx(0.95)
+    assert far["edge"] < 0.3
+    # without registration, the edges are within their 3 px tolerance and match fully
+    assert compare(_square(), _square(2), RewardConfig(max_shift=0.0))["edge"] == 1.0
     assert blank["pixel"] == 0.0 and blank["edge"] == 0.0 and blank["ssim"] < 0.1
     assert compare(np.full((8, 8, 3), 255, np.uint8), np.full((8, 8, 3), 255, np.uint8))["pixel"] == 1.0
+
+
+def test_registration_finds_the_offset_and_ignores_rendering_noise():
+    """A whole-figure offset within max_shift is found exactly; anti-aliasing noise moves nothing."""
+    from r1vision.tasks.svg.score import _radius, prepare, register
+
+    rng = np.random.default_rng(0)
+    gt = np.full((256, 320, 3), 255, np.uint8)
+    for _ in range(12):  # an irregular drawing: no self-similar offset
+        y, x = rng.integers(20, 200), rng.integers(20, 260)
+        gt[y : y + rng.integers(4, 30), x : x + rng.integers(4, 30)] = rng.integers(0, 120)
+    prepared = prepare(gt)
+    radius = _radius(gt.shape[:2], RewardConfig().compare_fields())
+    assert radius == 8
+    from scipy import ndimage
+
+    from r1vision.tasks.svg.score import _ink, background_colour
+
+    for dy, dx in ((0, 0), (3, -5), (-7, 2), (8, 8)):
+        moved = np.roll(np.roll(gt, dy, axis=0), dx, axis=1)
+        blurred = ndimage.gaussian_filter(_ink(moved, background_colour(moved)), 2.0)
+        assert register(prepared, blurred, radius) == (dy, dx)
+    noisy = np.clip(gt.astype(int) + rng.integers(-6, 7, gt.shape), 0, 255).astype(np.uint8)
+    blurred = ndimage.gaussian_filter(_ink(noisy, background_colour(noisy)), 2.0)
+    assert register(prepared, blurred, radius) == (0, 0)
 
 
 def test_compare_ranges_on_random_images():
