@@ -13,6 +13,7 @@ COMMANDS: dict[str, str] = {
     "grpo": "grpo",
     "infer": "infer",
     "eval": "eval",
+    "score": "score",
     "viz": "viz",
     "report": "report",
     "synth": "synth",

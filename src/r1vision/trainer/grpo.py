@@ -24,7 +24,7 @@ from r1vision.trainer.checkpoint import CheckpointRenameMixin
 from r1vision.trainer.config import VisionGRPOConfig
 from r1vision.trainer.setup import VisionSetupMixin
 from r1vision.trainer.validation import prompt_texts, row_label
-from r1vision.vision.images import fit_to_budget, images_of_row, load_image
+from r1vision.vision.images import images_of_row, vision_columns, with_vision_columns
 
 logger = logging.getLogger(__name__)
 
@@ -92,26 +92,17 @@ class VisionGRPOTrainer(CheckpointRenameMixin, VisionSetupMixin, GRPOTrainer):
 
     # ----------------------------------------------------------------------------------------------- images
     def _prepare_vision_row(self, row: dict[str, Any]) -> dict[str, Any]:
-        raw = images_of_row(row)
-        if not raw:
+        if not images_of_row(row):
             return row
         # Rows arrive repeated num_generations times in a row; decode and resize each distinct row once.
         key = row.get("row_index")
         if key is not None and self._image_cache is not None and self._image_cache[0] == key:
             extra = self._image_cache[1]
         else:
-            images = [load_image(v, self.args.image_root) for v in raw]
-            resized = [fit_to_budget(img, self.pixel_budget) for img in images]
-            extra = {
-                "images": resized,
-                "image_sizes": [list(img.size) for img in resized],
-                "original_image_sizes": [list(img.size) for img in images],
-            }
+            extra = vision_columns(row, self.pixel_budget, self.args.image_root)
             if key is not None:
                 self._image_cache = (key, extra)
-        new = {k: v for k, v in row.items() if k != "image"}
-        new.update(extra)
-        return new
+        return with_vision_columns(row, extra)
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         inputs = [self._prepare_vision_row(row) for row in inputs]

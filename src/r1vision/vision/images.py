@@ -107,3 +107,31 @@ def images_of_row(row: dict[str, Any]) -> list[Any]:
     if row.get("image") is not None:
         return [row["image"]]
     return []
+
+
+def vision_columns(
+    row: dict[str, Any], budget: PixelBudget, image_root: str | os.PathLike | None = None
+) -> dict[str, Any] | None:
+    """What a GRPO row carries into generation and the rewards in place of its raw image values: the
+    decoded images resized to ``budget`` (``images``) with their sizes before and after
+    (``original_image_sizes``, ``image_sizes``: the box frames of the SGG rewards). ``None`` for a row
+    without images."""
+    raw = images_of_row(row)
+    if not raw:
+        return None
+    images = [load_image(v, image_root) for v in raw]
+    resized = [fit_to_budget(img, budget) for img in images]
+    return {
+        "images": resized,
+        "image_sizes": [list(img.size) for img in resized],
+        "original_image_sizes": [list(img.size) for img in images],
+    }
+
+
+def with_vision_columns(row: dict[str, Any], columns: dict[str, Any] | None) -> dict[str, Any]:
+    """``row`` with :func:`vision_columns` in place of its ``image``/``images`` values."""
+    if columns is None:
+        return row
+    new = {k: v for k, v in row.items() if k != "image"}
+    new.update(columns)
+    return new
