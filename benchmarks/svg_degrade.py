@@ -73,8 +73,13 @@ def degrade(svg: str, kind: str, rng: random.Random) -> str:
         body = body.replace(canvas_rect, "", 1)
         defs_end = body.index("</defs>") + len("</defs>\n")
         return (
-            head + "\n" + body[:defs_end] + canvas_rect
-            + f'  <g transform="translate({unit:.2f},{unit:.2f})">\n' + body[defs_end:] + "  </g>\n</svg>"
+            head
+            + "\n"
+            + body[:defs_end]
+            + canvas_rect
+            + f'  <g transform="translate({unit:.2f},{unit:.2f})">\n'
+            + body[defs_end:]
+            + "  </g>\n</svg>"
         )
     if kind == "jitter +-8":
         lines = svg.split("\n")

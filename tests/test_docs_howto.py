@@ -1,4 +1,4 @@
-"""The README's "Add a reward" and "Add a task" sections run as written (on a tiny model, 1-2 steps)."""
+"""docs/extending.md's "Add a reward" and "Add a task" sections run as written (on a tiny model, 1-2 steps)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 from r1vision.cli import main
 from tests.helpers.paths import ROOT
 
-README = ROOT / "README.md"
-# Fast settings appended to the README's training commands (the commands themselves stay as written).
+DOC = ROOT / "docs" / "extending.md"
+# Fast settings appended to the documented training commands (the commands themselves stay as written).
 FAST = {
     "sft": ["--max_steps", "1", "--per_device_train_batch_size", "4", "--max_pixels", "3136", "--use_cpu", "true",
             "--report_to", "none", "--save_strategy", "no", "--logging_steps", "1"],
@@ -25,7 +25,7 @@ FAST = {
 
 
 def section(title: str) -> str:
-    text = README.read_text()
+    text = DOC.read_text() + "\n## "
     start = text.index(f"## {title}\n")
     return text[start : text.index("\n## ", start + 1)]
 
@@ -52,7 +52,7 @@ def run_section(title: str, tmp_path: Path, monkeypatch, env: dict[str, str]) ->
             extra = FAST.get(argv[1], [])
             assert main(argv[1:] + extra) == 0, command
             ran.append(argv[1:])
-    assert ran, f"no commands in the README section {title!r}"
+    assert ran, f"no commands in the section {title!r} of {DOC}"
     return ran
 
 

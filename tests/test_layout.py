@@ -1,5 +1,5 @@
 """The package layout: every import in ``src/r1vision`` runs down the layers (``LAYERS``, described in the
-README's "Layout"), task packages never import each other, and no two modules import each other, directly or
+architecture doc's "Layout"), task packages never import each other, and no two modules import each other, directly or
 through others, not even inside one folder."""
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ import pytest
 from tests.helpers.paths import ROOT
 
 PACKAGE = ROOT / "src" / "r1vision"
-README = ROOT / "README.md"
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
 # The shared task modules are the plain modules of tasks/; its sub-packages are the tasks.
 TASK_SHARED = {p.stem for p in (PACKAGE / "tasks").glob("*.py") if p.stem != "__init__"}
 
 
 # The layers, lowest first, by top-level name below ``r1vision`` (packages, modules, the C extension). A module
-# imports from its own layer or lower ones. The README's "Layout" section describes them.
+# imports from its own layer or lower ones. The architecture doc's "Layout" section describes them.
 LAYERS: list[list[str]] = [
     ["vision", "versions", "compiled", "_speedups", "configs", "parent_watch"],
     ["tasks"],
@@ -41,7 +41,9 @@ def layer_of(layers: list[list[str]], module: str) -> int:
     for index, names in enumerate(layers):
         if top in names:
             return index
-    raise AssertionError(f"{module}: its top-level name {top!r} is in no layer of the README's layout")
+    raise AssertionError(
+        f"{module}: its top-level name {top!r} is in no layer of the architecture doc's layout"
+    )
 
 
 def module_name(path: Path) -> str:
@@ -95,15 +97,17 @@ def _task_package_violation(source: str, target: str, where: str) -> list[str]:
     return [f"{where}: task package {source} imports another task package {target}"]
 
 
-def test_layers_name_every_top_level_name_and_the_readme_describes_them() -> None:
+def test_layers_name_every_top_level_name_and_the_docs_describe_them() -> None:
     layers = documented_layers()
     documented = {name for names in layers for name in names}
-    section = README.read_text().split("## Layout\n", 1)[1].split("\n## ", 1)[0]
+    section = ARCHITECTURE.read_text().split("## Layout\n", 1)[1].split("\n## ", 1)[0]
     described = set(re.findall(r"`([\w.]+?)(?:/|\.py|\.c)`", section))
-    assert documented <= described, f"the README's layout does not describe {sorted(documented - described)}"
+    assert documented <= described, (
+        f"the architecture doc's layout does not describe {sorted(documented - described)}"
+    )
     actual = {p.stem for p in PACKAGE.iterdir() if p.suffix in (".py", ".c") and p.stem != "__init__"}
     actual |= {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
-    assert actual <= documented, f"not in the README's layout: {sorted(actual - documented)}"
+    assert actual <= documented, f"not in the architecture doc's layout: {sorted(actual - documented)}"
     assert documented <= actual, f"documented but absent: {sorted(documented - actual)}"
 
 
