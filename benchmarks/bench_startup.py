@@ -1,4 +1,5 @@
-"""Start-up cost of ``import r1vision`` and ``r1vision --help`` (issue 16: <= 0.5 s, no torch/transformers).
+"""Start-up cost of ``import r1vision`` and ``r1vision --help`` (issue 16: <= 0.5 s, no torch/transformers),
+and of the error path of a bad ``grpo`` command line (issue 23: <= 5 s to the message).
 
 Each command runs in a fresh interpreter, ``--repeats`` times (median). The baseline, measured in the same
 run, is what ``import r1vision`` did before the lazy registration: import the image-only processors (and
@@ -25,7 +26,18 @@ CASES = [
     ("r1vision --help", "from r1vision.cli import main; main(['--help'])"),
     ("r1vision tasks --options sgg", "from r1vision.cli import main; main(['tasks', '--options', 'sgg'])"),
     ("trl --help (reference)", "import sys; sys.argv = ['trl', '--help']; from trl.cli import main; main()"),
-]
+    # the error path a user waits for (issue 23: <= 5 s to the message); the baseline is TRL's parser
+    # reaching the same typo (what r1vision did before the pre-check)
+    ("grpo typo --learnig_rate (message)",
+     "from r1vision.cli import main; main(['grpo', '--task', 'color', '--model', 'org/m', '--dataset', 'org/d', "
+     "'--output_dir', 'o', '--learnig_rate', '1'])"),
+    ("grpo missing local --dataset ./no/such (message)",
+     "from r1vision.cli import main; main(['grpo', '--task', 'color', '--model', 'org/m', '--dataset', "
+     "'./no/such', '--output_dir', 'o'])"),
+    ("TRL parser on the same typo (reference: the old error path)",
+     "from r1vision.commands._train import parse; parse('grpo', ['--task', 'color', '--model', 'org/m', "
+     "'--dataset', 'org/d', '--output_dir', 'o', '--learnig_rate', '1'])"),
+]  # fmt: skip
 
 
 def seconds(code: str) -> float:

@@ -109,9 +109,12 @@ def _meta_model(model_config: Any, config: Any) -> Any:
         if config.lora_r > 0:
             from peft import get_peft_model
 
+            from r1vision.trainer.config import lora_extras
+
             lora = lora_config(
-                config.lora_r, config.lora_alpha, config.lora_dropout, config.lora_target_modules
-            )
+                config.lora_r, config.lora_alpha, config.lora_dropout, config.lora_target_modules,
+                **lora_extras(config),
+            )  # fmt: skip
             model = get_peft_model(model, lora)
     return model
 

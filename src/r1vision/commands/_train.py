@@ -7,6 +7,11 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from r1vision.commands._args import UsageError
+
+# The shipped accelerate layouts by name, as `trl --accelerate_config zero3` takes them.
+_LAYOUT_NAMES = {"ddp": "ddp", "multi_gpu": "ddp", "zero2": "zero2", "zero3": "zero3"}
+
 
 def recipe_path(argv: Sequence[str]) -> str | None:
     """The value of ``--config`` (or ``--config=X``), if any."""
@@ -31,10 +36,13 @@ def parse(kind: str, argv: Sequence[str]) -> tuple[Any, Any]:
     from r1vision.tasks.options import merge_options
     from r1vision.trainer.config import VisionGRPOConfig, VisionSFTConfig
 
-    argv = resolve_config_argv(list(argv))
+    argv = _join_report_to(resolve_config_argv(list(argv)))
     config_cls = VisionGRPOConfig if kind == "grpo" else VisionSFTConfig
     parser = TrlParser((ScriptArguments, config_cls), prog=f"r1vision {kind}")
-    script, config = parser.parse_args_and_config(argv)
+    try:
+        script, config = parser.parse_args_and_config(argv)
+    except ValueError as exc:  # a config's own check (TRL's or ours): one line, exit 2
+        raise UsageError(str(exc).strip().splitlines()[0]) from None
     recipe = recipe_path(argv)
     if recipe and any(a == "--task_options" or a.startswith("--task_options=") for a in argv):
         import yaml
@@ -45,8 +53,86 @@ def parse(kind: str, argv: Sequence[str]) -> tuple[Any, Any]:
     return script, config
 
 
+def launch_argv(kind: str, argv: Sequence[str]) -> list[str] | None:
+    """With ``--num_processes N`` and/or ``--accelerate_config NAME|FILE`` (as ``trl grpo`` takes them), the
+    ``accelerate launch`` command that runs this command line in N processes; ``None`` without them or
+    inside a launched worker. Names: ``ddp``/``multi_gpu``, ``zero2``, ``zero3`` (the shipped DeepSpeed
+    JSONs); anything else is an accelerate config file (a path or a name under ``configs/accelerate``)."""
+    import os
+
+    from r1vision.commands._precheck import _flag_values
+
+    values = _flag_values(argv)
+    if os.environ.get("LOCAL_RANK") or not ({"num_processes", "accelerate_config"} & values.keys()):
+        return None
+    rest, skip = [], False
+    for arg in argv:  # the launcher's own flags are not the training command's
+        name = arg[2:].split("=", 1)[0].replace("-", "_") if arg.startswith("--") else ""
+        if skip:
+            skip = False
+            continue
+        if name in ("num_processes", "accelerate_config"):
+            skip = "=" not in arg
+            continue
+        rest.append(arg)
+    try:
+        nproc = int(values.get("num_processes") or 0)
+    except ValueError:
+        raise UsageError(f"--num_processes {values['num_processes']}: expected an integer") from None
+    import torch
+
+    if not torch.cuda.is_available() and "use_cpu" not in values:
+        rest += ["--use_cpu", "true"]  # CPU processes talk over gloo
+    nproc = nproc or max(torch.cuda.device_count(), 1)
+    name = str(values.get("accelerate_config") or "ddp")
+    from r1vision.configs import resolve_config
+    from r1vision.trainer.distributed import launch_command
+
+    if name in _LAYOUT_NAMES:
+        layout = _LAYOUT_NAMES[name]
+        ds = resolve_config(f"deepspeed/{layout}.json") if layout.startswith("zero") else None
+        return launch_command(layout, nproc, [kind, *rest], deepspeed_config=ds)
+    try:
+        path = resolve_config(name if name.endswith(".yaml") else f"accelerate/{name}.yaml")
+    except FileNotFoundError:
+        try:
+            path = resolve_config(name)
+        except FileNotFoundError as exc:
+            raise UsageError(f"--accelerate_config {name}: {exc}") from None
+    import sys
+
+    return [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(path),
+            "--num_processes", str(nproc), "-m", "r1vision.cli", kind, *rest]  # fmt: skip
+
+
+def _join_report_to(argv: list[str]) -> list[str]:
+    """``--report_to tensorboard trackio`` as ``--report_to tensorboard,trackio`` (transformers' field takes
+    one string; the config splits it)."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        out.append(argv[i])
+        if argv[i] in ("--report_to", "--report-to"):
+            values = []
+            while i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+                values.append(argv[i + 1])
+                i += 1
+            out.append(",".join(values))
+        i += 1
+    return out
+
+
 def train(kind: str, argv: Sequence[str]) -> int:
     """Parse, train, save; a refusal (an output folder that holds a run) is one line and exit code 2."""
+    from r1vision.commands._precheck import check_train_argv
+
+    check_train_argv(kind, argv)  # flags, recipe, task, local paths, ranges: before TRL is imported
+    launched = launch_argv(kind, argv)
+    if launched is not None:
+        import subprocess
+
+        print(f"r1vision {kind}: launching {' '.join(launched)}", file=sys.stderr)
+        return subprocess.call(launched)
     if "--dry-run" in argv:  # resolve and check everything, touch no GPU (r1vision.dry_run)
         from r1vision.dry_run import main as dry_run
 

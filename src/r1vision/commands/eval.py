@@ -30,6 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run(argv: Sequence[str]) -> int:
     a = build_parser().parse_args(list(argv))
+    from r1vision.commands._precheck import check_paths
+
+    check_paths(a, dataset="dataset file or folder", pred="prediction file or folder")
     from r1vision.commands._task import run_context, task_and_options
 
     # --compat and --contact_sheet are task options with a flag of their own

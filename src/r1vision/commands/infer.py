@@ -45,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run(argv: Sequence[str]) -> int:
     a = build_parser().parse_args(list(argv))
+    from r1vision.commands._precheck import check_paths
+
+    check_paths(a, model="model folder", dataset="dataset file or folder")
     from r1vision.commands._args import UsageError
     from r1vision.generation.sampling import SamplingOptions
 
@@ -61,7 +64,10 @@ def run(argv: Sequence[str]) -> int:
     from r1vision.tasks.options import options_mapping
 
     given = options_mapping(a.task_options) if a.task_options else None
-    settings = inference_settings(a.model, a.task, a.max_new_tokens, given, a.min_pixels, a.max_pixels)
+    try:
+        settings = inference_settings(a.model, a.task, a.max_new_tokens, given, a.min_pixels, a.max_pixels)
+    except ValueError as exc:  # no task named anywhere
+        raise UsageError(str(exc)) from None
     print(f"infer settings ({', '.join(f'{k} from {v}' for k, v in settings['sources'].items())}): "
           f"task {settings['task']}, max_new_tokens {settings['max_new_tokens']}, task_options "
           f"{settings['task_options']}", file=sys.stderr)  # fmt: skip

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
 from collections.abc import Sequence
 
@@ -40,10 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run(argv: Sequence[str]) -> int:
     a = build_parser().parse_args(list(argv))
-    from r1vision.commands._args import UsageError
+    from r1vision.commands._precheck import check_paths
 
-    if not os.path.isfile(a.completions):
-        raise UsageError(f"--completions {a.completions}: no such file")
+    check_paths(a, model="model folder", dataset="dataset file or folder", completions="completions file")
+    from r1vision.commands._args import UsageError
     from r1vision.runners.infer import inference_settings
     from r1vision.runners.score import score_file, write_scores
     from r1vision.tasks import get_task

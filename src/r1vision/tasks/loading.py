@@ -236,23 +236,36 @@ def read_json_lines(where: Located) -> list[dict[str, Any]] | None:
     if not rows:
         raise DatasetLoadError(f"{where.files[0]}: split {where.split!r} is empty (no rows)")
     root = where.files[0].parent
-    for row in rows:
+    for index, row in enumerate(rows):
         if len(row) != len(columns):
             for c in columns:
                 row.setdefault(c, None)
         for c in ("image", "images"):
             if c in row:
-                row[c] = _absolute_path(row[c], root)
+                row[c] = _absolute_path(row[c], root, index)
     return rows
 
 
-def _absolute_path(value: Any, root: Path) -> Any:
-    """A local image path (or a list of them) made absolute relative to ``root``; other values as they are."""
+def _absolute_path(value: Any, root: Path, row: int | None = None) -> Any:
+    """A local image path (or a list of them) made absolute relative to ``root``; other values as they are.
+
+    A relative path that climbs out of the dataset folder (``../../home/me/.ssh/x.png``) is refused, naming
+    the row: a dataset's rows name files of the dataset (absolute paths for images kept elsewhere)."""
     if isinstance(value, str) and value and not value.startswith(("data:", "http://", "https://")):
         p = Path(value)
-        return str(p if p.is_absolute() else (root / p).resolve())
+        if p.is_absolute():
+            return str(p)
+        resolved = (root / p).resolve()
+        base = root.resolve()
+        if resolved != base and base not in resolved.parents:
+            where = f"row {row}: " if row is not None else ""
+            raise DatasetLoadError(
+                f"{where}image path {value!r} leads outside the dataset folder {base}; name images kept "
+                "elsewhere by their absolute path"
+            )
+        return str(resolved)
     if isinstance(value, list):
-        return [_absolute_path(v, root) for v in value]
+        return [_absolute_path(v, root, row) for v in value]
     return value
 
 
@@ -322,5 +335,7 @@ def _absolute_image_paths(dataset, root: Path):
     if not columns:
         return dataset
     return dataset.map(
-        lambda row: {c: _absolute_path(row[c], root) for c in columns}, desc="resolving image paths"
+        lambda row, i: {c: _absolute_path(row[c], root, i) for c in columns},
+        with_indices=True,
+        desc="resolving image paths",
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from trl import GRPOConfig, SFTConfig
 
@@ -39,16 +40,51 @@ class VisionOptions:
     freeze_vision_tower: bool = field(
         default=False, metadata={"help": "Keep the vision encoder (and its merger) frozen."}
     )
-    lora_r: int = field(default=0, metadata={"help": "LoRA rank; 0 trains all (unfrozen) weights."})
-    lora_alpha: int = field(default=16, metadata={"help": "LoRA alpha."})
-    lora_dropout: float = field(default=0.0, metadata={"help": "LoRA dropout."})
-    lora_target_modules: str = field(
-        default="all-linear-lm",
+    lora_r: int = field(
+        default=0, metadata={"help": "LoRA rank; 0 trains all (unfrozen) weights (16 with --use_peft)."}
+    )
+    lora_alpha: int | None = field(
+        default=None, metadata={"help": "LoRA alpha (unset: 32 with --use_peft, as TRL; else 16)."}
+    )
+    lora_dropout: float | None = field(
+        default=None, metadata={"help": "LoRA dropout (unset: 0.05 with --use_peft, as TRL; else 0)."}
+    )
+    lora_target_modules: list[str] = field(
+        default_factory=lambda: ["all-linear-lm"],
         metadata={
             "help": "'all-linear-lm': every linear layer of the language model (never the vision tower), "
-            "or a comma-separated list of module names."
+            "or module names (space- or comma-separated, as TRL's --lora_target_modules q_proj v_proj)."
         },
     )
+    # TRL's ModelConfig flags, so a `trl grpo|sft` command line runs with only `trl` replaced. Mapped onto
+    # r1vision's LoRA and TRL's model_init_kwargs in __post_init__.
+    use_peft: bool = field(default=False, metadata={"help": "TRL's flag: train LoRA adapters (--lora_r 16)."})
+    model_revision: str | None = field(
+        default=None, metadata={"help": "TRL's flag: Hub revision of --model."}
+    )
+    dtype: str | None = field(
+        default=None,
+        metadata={"help": "TRL's flag: weights dtype ('auto', 'bfloat16', 'float16', 'float32')."},
+    )
+    attn_implementation: str | None = field(
+        default=None, metadata={"help": "TRL's flag: 'eager', 'sdpa', 'flash_attention_2', ..."}
+    )
+    lora_target_parameters: list[str] | None = field(
+        default=None, metadata={"help": "TRL's flag: parameter names for LoRA (peft target_parameters)."}
+    )
+    lora_modules_to_save: list[str] | None = field(
+        default=None, metadata={"help": "TRL's flag: modules trained in full next to the adapters."}
+    )
+    lora_task_type: str = field(default="CAUSAL_LM", metadata={"help": "TRL's flag: peft task type."})
+    use_rslora: bool = field(default=False, metadata={"help": "TRL's flag: rank-stabilised LoRA."})
+    use_dora: bool = field(default=False, metadata={"help": "TRL's flag: weight-decomposed LoRA (DoRA)."})
+    load_in_8bit: bool = field(default=False, metadata={"help": "TRL's flag: 8-bit weights (CUDA only)."})
+    load_in_4bit: bool = field(
+        default=False, metadata={"help": "TRL's flag: 4-bit weights, QLoRA (CUDA only)."}
+    )
+    bnb_4bit_quant_type: str = field(default="nf4", metadata={"help": "TRL's flag: 'nf4' or 'fp4'."})
+    use_bnb_nested_quant: bool = field(default=False, metadata={"help": "TRL's flag: nested quantisation."})
+    bnb_4bit_quant_storage: str | None = field(default=None, metadata={"help": "TRL's flag: storage dtype."})
     metrics_csv: bool = field(default=True, metadata={"help": "Write metrics.csv in output_dir."})
     overwrite_output_dir: bool = field(
         default=False,
@@ -73,12 +109,86 @@ class VisionOptions:
         ):
             if hasattr(self, new) and getattr(self, new) is None and getattr(self, old, None) is not None:
                 setattr(self, new, getattr(self, old))
+        apply_model_flags(self)
+        # "tensorboard,trackio" (and the command line's "--report_to tensorboard trackio") is two trackers
+        report = self.report_to
+        if isinstance(report, str) and report not in ("all", "none"):
+            report = [report]
+        if isinstance(report, list):
+            self.report_to = [t.strip() for item in report for t in str(item).split(",") if t.strip()]
         # `--resume_from_checkpoint last|true` means the newest checkpoint-* in output_dir (Trainer's True).
         if str(getattr(self, "resume_from_checkpoint", None)).lower() in ("last", "true"):
             self.resume_from_checkpoint = True  # type: ignore[assignment]
         # Must precede TrainingArguments.__post_init__, which resolves devices and the DeepSpeed config.
         prepare_distributed(self)
         super().__post_init__()  # type: ignore[misc]
+
+
+def apply_model_flags(args: Any) -> None:
+    """Map TRL's ``ModelConfig`` flags onto r1vision's LoRA fields and TRL's ``model_init_kwargs``.
+
+    ``--use_peft`` turns LoRA on with TRL's defaults for what is unset (r 16, alpha 32, dropout 0.05);
+    without it r1vision's (alpha 16, dropout 0). ``--dtype``, ``--attn_implementation``, ``--model_revision``
+    and ``--trust_remote_code`` go to the model's ``from_pretrained``. 4/8-bit loading needs a CUDA GPU and
+    bitsandbytes: refused here otherwise, before any model loads.
+    """
+    if args.use_peft and args.lora_r == 0:
+        args.lora_r = 16
+    if args.lora_alpha is None:
+        args.lora_alpha = 32 if args.use_peft else 16
+    if args.lora_dropout is None:
+        args.lora_dropout = 0.05 if args.use_peft else 0.0
+    targets = (
+        [args.lora_target_modules] if isinstance(args.lora_target_modules, str) else args.lora_target_modules
+    )
+    args.lora_target_modules = [
+        t.strip() for item in targets or [] for t in str(item).split(",") if t.strip()
+    ]
+    if not args.lora_target_modules:
+        args.lora_target_modules = ["all-linear-lm"]
+    kwargs = dict(args.model_init_kwargs or {})
+    for key, value in (
+        ("dtype", args.dtype),
+        ("attn_implementation", args.attn_implementation),
+        ("revision", args.model_revision),
+        ("trust_remote_code", True if getattr(args, "trust_remote_code", False) else None),
+    ):
+        if value is not None:
+            kwargs[key] = value
+    if args.load_in_4bit or args.load_in_8bit:
+        flag = "--load_in_4bit" if args.load_in_4bit else "--load_in_8bit"
+        import importlib.util
+
+        import torch
+
+        if _cpu_only(args) or not torch.cuda.is_available():
+            raise ValueError(f"{flag} needs a CUDA GPU (bitsandbytes quantisation); on this machine use "
+                             "--use_peft without it")  # fmt: skip
+        if importlib.util.find_spec("bitsandbytes") is None:
+            raise ValueError(f"{flag} needs bitsandbytes: pip install bitsandbytes")
+        from transformers import BitsAndBytesConfig
+
+        kwargs["quantization_config"] = BitsAndBytesConfig(
+            load_in_4bit=args.load_in_4bit,
+            load_in_8bit=args.load_in_8bit,
+            bnb_4bit_compute_dtype=kwargs.get("dtype") if kwargs.get("dtype") not in (None, "auto") else None,
+            bnb_4bit_quant_type=args.bnb_4bit_quant_type,
+            bnb_4bit_use_double_quant=args.use_bnb_nested_quant,
+            bnb_4bit_quant_storage=args.bnb_4bit_quant_storage,
+        )
+        kwargs.setdefault("device_map", {"": torch.cuda.current_device()})
+    args.model_init_kwargs = kwargs or None
+
+
+def lora_extras(args: Any) -> dict[str, Any]:
+    """The peft ``LoraConfig`` options beyond rank, alpha, dropout and targets (TRL's ModelConfig flags)."""
+    return {
+        "use_rslora": args.use_rslora,
+        "use_dora": args.use_dora,
+        "modules_to_save": args.lora_modules_to_save,
+        "target_parameters": args.lora_target_parameters,
+        "task_type": args.lora_task_type,
+    }
 
 
 def _cpu_only(args: object) -> bool:

@@ -30,10 +30,16 @@ def freeze_vision_tower(model: Any) -> int:
     return n
 
 
-def lora_config(r: int, alpha: int, dropout: float, target: str):
-    """A peft ``LoraConfig`` on the language model's linear layers only (the vision tower never gets adapters)."""
+def lora_config(r: int, alpha: int, dropout: float, target: str | list[str], **extra: Any):
+    """A peft ``LoraConfig`` on the language model's linear layers only (the vision tower never gets adapters).
+
+    ``target``: ``"all-linear-lm"`` or module names (a list, or one comma-separated string); ``extra``: more
+    ``LoraConfig`` options (``use_rslora``, ``use_dora``, ``modules_to_save``, ``target_parameters``,
+    ``task_type``), ``None`` values left out."""
     from peft import LoraConfig
 
+    names_given = [target] if isinstance(target, str) else list(target)
+    target = ",".join(names_given)
     if target == "all-linear-lm":
         names = "|".join(LM_LINEAR_NAMES)
         # Regex on full module names: language-model projections only; vision blocks reuse some names.
@@ -42,13 +48,14 @@ def lora_config(r: int, alpha: int, dropout: float, target: str):
     else:
         target_modules = [t.strip() for t in target.split(",") if t.strip()]
         exclude = r".*visual.*"  # user-named modules may exist in the vision tower too (e.g. "qkv", "proj")
+    options = {"task_type": "CAUSAL_LM"} | {k: v for k, v in extra.items() if v is not None}
     return LoraConfig(
         r=r,
         lora_alpha=alpha,
         lora_dropout=dropout,
         target_modules=target_modules,
         exclude_modules=exclude,
-        task_type="CAUSAL_LM",
+        **options,
     )
 
 
@@ -91,7 +98,11 @@ def prepare_vision_training(
         if dataset is not None and not isinstance(dataset, dict):
             validate_dataset(dataset, args.image_root, args.validate_rows)
     if peft_config is None and args.lora_r > 0:
-        peft_config = lora_config(args.lora_r, args.lora_alpha, args.lora_dropout, args.lora_target_modules)
+        from r1vision.trainer.config import lora_extras
+
+        peft_config = lora_config(
+            args.lora_r, args.lora_alpha, args.lora_dropout, args.lora_target_modules, **lora_extras(args)
+        )
     callbacks = list(callbacks or [])
     if args.metrics_csv:
         callbacks.append(MetricsCSVCallback(os.path.join(args.output_dir, "metrics.csv")))

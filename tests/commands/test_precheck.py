@@ -1,0 +1,150 @@
+"""Bad command lines fail in one line with exit 2 before TRL is imported: typos with a suggestion, unknown
+recipes, tasks and recipe keys, missing local paths (no Hub retries), out-of-range numbers."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from r1vision.cli import main
+from r1vision.commands import _precheck
+from tests.helpers.paths import env_with_src
+
+
+def test_shipped_flag_list_is_the_dataclasses_fields(tmp_path, monkeypatch):
+    shipped = _precheck.FLAGS_FILE.read_text()
+    monkeypatch.setattr(_precheck, "FLAGS_FILE", tmp_path / "flags.json")
+    _precheck.write_flags_file()
+    assert (tmp_path / "flags.json").read_text() == shipped, (
+        "train_flags.json is stale: run python -m r1vision.commands._precheck"
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--learnig_rate", "1e-5"], "unknown flag '--learnig_rate'; did you mean '--learning_rate'?"),
+        (["--num-generation", "4"], "unknown flag '--num_generation'; did you mean '--num_generations'?"),
+        (["--config", "sgg_grpo_42gb"], "config 'sgg_grpo_42gb' is neither a file nor a shipped config"),
+        (["--task", "geometri"], "unknown task 'geometri'; did you mean 'geometry'?"),
+        (["--model", "./models/qwen"], "--model ./models/qwen: no such model folder"),
+        (
+            ["--dataset", "data/maye/geometry3k"],
+            "--dataset data/maye/geometry3k: no such dataset file or folder",
+        ),
+        (["--temperature", "-1"], "--temperature -1: must be >= 0"),
+        (["--max_pixels", "-5"], "--max_pixels -5: must be > 0"),
+        (["--num_generations", "four"], "--num_generations four: expected a number"),
+    ],
+)
+def test_bad_command_lines_are_one_line(argv, message, capsys, monkeypatch, tmp_path):
+    import r1vision.commands._train as train_module
+
+    monkeypatch.chdir(tmp_path)
+    # nothing past the pre-check may run: parsing would import TRL
+    monkeypatch.setattr(train_module, "parse", lambda *a: pytest.fail("parsed after a refused command line"))
+    base = {"--task": "color", "--model": "org/model", "--dataset": "org/data", "--output_dir": "o"}
+    for flag in argv[::2]:
+        base.pop(flag, None)
+    full = ["grpo", *[x for kv in base.items() for x in kv], *argv]
+    assert main(full) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1, err
+
+
+def test_recipe_with_an_unknown_key_is_refused(tmp_path, capsys):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("task: color\nlearnig_rate: 1.0e-5\n")
+    assert main(["grpo", "--config", str(recipe), "--model", "org/m", "--dataset", "org/d"]) == 2
+    assert (
+        "unknown option 'learnig_rate' in the recipe; did you mean '--learning_rate'?"
+        in capsys.readouterr().err
+    )
+
+
+def test_hub_ids_and_existing_paths_pass(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    _precheck.check_train_argv("grpo", ["--model", "Qwen/Qwen2-VL-2B-Instruct", "--dataset", "data",
+                                        "--task", "sgg", "--temperature", "0.7", "--use_peft"])  # fmt: skip
+    assert not _precheck.looks_local("JosephZ/vg150_train_sgg_prompt")
+    assert _precheck.looks_local("data/color")  # ./data exists: a local path, not a Hub id
+
+
+def test_error_path_is_fast_in_a_fresh_process(tmp_path):
+    """What a user waits for: a fresh `r1vision grpo` with a typo or a missing local path (target <= 5 s;
+    benchmarks/bench_startup.py times it too)."""
+    for argv in (["--learnig_rate", "1"], ["--dataset", "./no/such/folder"]):
+        script = (
+            "import sys; from r1vision.cli import main; "
+            f"rc = main(['grpo', '--task', 'color', '--model', 'org/m', *{argv!r}]); "
+            "print('imported trl' if 'trl' in sys.modules else 'no trl'); sys.exit(rc)"
+        )
+        start = time.perf_counter()
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env_with_src(),
+                              cwd=tmp_path)  # fmt: skip
+        elapsed = time.perf_counter() - start
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert done.stdout.strip() == "no trl" and elapsed < 5.0, (argv, elapsed, done.stdout)
+
+
+def test_a_tracker_that_is_not_installed_is_refused_naming_the_install(monkeypatch, capsys):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "wandb" else real(n, *a))
+    argv = [
+        "grpo",
+        "--task",
+        "color",
+        "--model",
+        "org/m",
+        "--dataset",
+        "org/d",
+        "--report_to",
+        "tensorboard",
+        "wandb",
+    ]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--report_to wandb: wandb is not installed; pip install 'r1vision[wandb]'" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["infer", "--task", "color", "--model", "./nope", "--dataset", "org/d", "--output_dir", "o"],
+         "--model ./nope: no such model folder"),
+        (["infer", "--model", "org/m", "--dataset", "org/d", "--output_dir", "o"],
+         "the task is required: org/m has no r1vision_run.json naming it; pass --task"),
+        (["eval", "--task", "color", "--dataset", "org/d", "--pred", "preds/"], "--pred preds/: no such prediction"),
+        (["score", "--task", "color", "--model", "org/m", "--dataset", "org/d", "--completions", "c.jsonl"],
+         "--completions c.jsonl: no such completions file"),
+        (["infer", "--task", "color", "--model", "org/m", "--dataset", "org/d", "--output_dir", "o",
+          "--temperature", "-1"], "temperature"),
+    ],
+)  # fmt: skip
+def test_infer_eval_score_refuse_in_one_line(argv, message, capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1 and "Traceback" not in err, err
+
+
+def test_image_path_leaving_the_dataset_folder_is_refused_by_row(color_dir, tmp_path):
+    import json
+
+    from r1vision.tasks.loading import DatasetLoadError, load_rows, locate, read_json_lines
+
+    rows = [json.loads(line) for line in (color_dir / "train.jsonl").read_text().splitlines()]
+    rows[2]["image"] = "sub/../" + rows[2]["image"]  # down and back up: still inside
+    rows[3]["image"] = "../../etc/passwd"
+    data = tmp_path / "escape"
+    data.mkdir()
+    (data / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for read in (lambda: load_rows(str(data)), lambda: read_json_lines(locate(str(data)))):
+        with pytest.raises(DatasetLoadError, match="row 3: image path '../../etc/passwd' leads outside"):
+            read()
