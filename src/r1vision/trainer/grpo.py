@@ -72,7 +72,9 @@ class VisionGRPOTrainer(CheckpointRenameMixin, VisionSetupMixin, GRPOTrainer):
                     max_images,
                     args.max_completion_length,
                     getattr(args, "max_prompt_text_tokens", None),
-                ),  # fmt: skip
+                )
+                if self.pixel_budget is not None
+                else args.vllm_max_model_length,  # fmt: skip
             )
         with generation:
             self._init_trl(

@@ -5,11 +5,14 @@ The family and budget facts themselves live in :mod:`r1vision.vision` (one rule 
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
 from r1vision.vision.budget import PixelBudget, apply_budget_to_processor, resolve_budget
-from r1vision.vision.family import is_vision_param, model_family
+from r1vision.vision.family import is_vision_param, model_family_or_none
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["freeze_vision_tower", "is_vision_param", "lora_config", "prepare_vision_training"]
 
@@ -47,7 +50,8 @@ def lora_config(r: int, alpha: int, dropout: float, target: str | list[str], **e
         exclude = None
     else:
         target_modules = [t.strip() for t in target.split(",") if t.strip()]
-        exclude = r".*visual.*"  # user-named modules may exist in the vision tower too (e.g. "qkv", "proj")
+        # user-named modules may exist in the vision tower too (e.g. "qkv", "proj", "q_proj")
+        exclude = r".*(visual|vision_tower|vision_model|multi_modal_projector).*"
     options = {"task_type": "CAUSAL_LM"} | {k: v for k, v in extra.items() if v is not None}
     return LoraConfig(
         r=r,
@@ -63,9 +67,9 @@ def lora_config(r: int, alpha: int, dropout: float, target: str | list[str], **e
 class VisionSetup:
     """What both trainers prepare before calling their TRL parent's ``__init__``."""
 
-    family: str
+    family: str | None  # None: not a Qwen-VL family (no pixel budget; trained as stock TRL would)
     processor: Any
-    budget: PixelBudget
+    budget: PixelBudget | None
     peft_config: Any
     callbacks: list
 
@@ -90,10 +94,20 @@ def prepare_vision_training(
     from r1vision.trainer.validation import validate_dataset
 
     model_id = model if isinstance(model, str) else model.config._name_or_path
-    family = model_family(AutoConfig.from_pretrained(model) if isinstance(model, str) else model.config)
+    model_config = AutoConfig.from_pretrained(model) if isinstance(model, str) else model.config
+    family = model_family_or_none(model_config)
     processor = processing_class or AutoProcessor.from_pretrained(model_id)
-    budget = resolve_budget(family, args.min_pixels, args.max_pixels, processor)
-    apply_budget_to_processor(processor, budget)
+    budget = None
+    if family is not None:
+        budget = resolve_budget(family, args.min_pixels, args.max_pixels, processor)
+        apply_budget_to_processor(processor, budget)
+    else:  # a drop-in for TRL's trainer: other families train as TRL would, with what applies to them
+        logger.warning(
+            "model type %r is not a Qwen-VL family: r1vision's pixel budget (min/max_pixels), image-token "
+            "placeholder checks and sequence-length checks do not apply; images go to its processor as "
+            "they are (dataset validation, LoRA targeting and the rewards do apply)",
+            getattr(model_config, "model_type", "?"),
+        )
     for dataset in datasets:
         if dataset is not None and not isinstance(dataset, dict):
             validate_dataset(dataset, args.image_root, args.validate_rows)
@@ -112,8 +126,8 @@ def prepare_vision_training(
 class VisionSetupMixin:
     """For the r1vision trainers: the set-up they share before TRL's ``__init__``."""
 
-    model_family: str
-    pixel_budget: PixelBudget
+    model_family: str | None
+    pixel_budget: PixelBudget | None
 
     def _prepare_vision(
         self,

@@ -58,7 +58,8 @@ class VisionSFTTrainer(CheckpointRenameMixin, VisionSetupMixin, SFTTrainer):
             model, args, processing_class, peft_config, callbacks, [train_dataset, eval_dataset]
         )
         for dataset in (train_dataset, eval_dataset):
-            if dataset is not None and not isinstance(dataset, dict) and args.validate_rows != 0:
+            budgeted = self.pixel_budget is not None  # other families: the processor's own sizes
+            if budgeted and dataset is not None and not isinstance(dataset, dict) and args.validate_rows != 0:
                 check_sequence_lengths(
                     dataset,
                     processing_class,
@@ -77,7 +78,7 @@ class VisionSFTTrainer(CheckpointRenameMixin, VisionSetupMixin, SFTTrainer):
             callbacks=callbacks,
             **kwargs,
         )
-        if getattr(self, "_is_vision_dataset", False):
+        if getattr(self, "_is_vision_dataset", False) and self.pixel_budget is not None:
             self.data_collator = BudgetedImageCollator(self.data_collator, self.pixel_budget, args.image_root)
 
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:

@@ -43,6 +43,14 @@ FAMILIES: dict[str, FamilyInfo] = {
 FAMILY_BOX_FRAME = {name: f.box_frame for name, f in FAMILIES.items()}
 
 
+def model_family_or_none(config: Any) -> str | None:
+    """:func:`model_family`, or ``None`` for a model outside the Qwen-VL families (trained as stock TRL would)."""
+    try:
+        return model_family(config)
+    except ValueError:
+        return None
+
+
 def model_family(config: Any) -> str:
     """``qwen2_vl`` / ``qwen2_5_vl`` / ``qwen3_vl`` from a model config (or its ``model_type``)."""
     model_type = config if isinstance(config, str) else getattr(config, "model_type", "")
@@ -69,6 +77,12 @@ def model_family_of(model: str) -> str:
     return model_family(AutoConfig.from_pretrained(model))
 
 
+# Vision parts by name: Qwen-VL's ``visual`` (tower and merger); LLaVA/Gemma 3/SmolVLM-style towers and projectors.
+_VISION_PARTS = (".visual.", ".vision_tower.", ".vision_model.", ".multi_modal_projector.")
+
+
 def is_vision_param(name: str) -> bool:
-    """True for parameters of the vision tower and its patch merger (``visual.*`` in Qwen-VL)."""
-    return ".visual." in f".{name}" or name.startswith("visual.")
+    """True for parameters of the vision tower and its projector (``visual.*`` in Qwen-VL; ``vision_tower``,
+    ``vision_model``, ``multi_modal_projector`` in LLaVA-style models)."""
+    dotted = f".{name}"
+    return any(part in dotted for part in _VISION_PARTS)

@@ -93,8 +93,11 @@ def resolve_path(value: str | os.PathLike, image_root: str | os.PathLike | None)
     return path
 
 
-def fit_to_budget(img: Image.Image, budget: PixelBudget) -> Image.Image:
-    """Resize ``img`` to the budget's size (bicubic, as the Qwen image processor does)."""
+def fit_to_budget(img: Image.Image, budget: PixelBudget | None) -> Image.Image:
+    """Resize ``img`` to the budget's size (bicubic, as the Qwen image processor does); ``None`` (a family
+    without r1vision's budget rule) leaves it to the model's processor."""
+    if budget is None:
+        return img
     size = budget.resized_size(*img.size)
     return img if size == img.size else img.resize(size, Image.Resampling.BICUBIC)
 
@@ -110,7 +113,7 @@ def images_of_row(row: dict[str, Any]) -> list[Any]:
 
 
 def vision_columns(
-    row: dict[str, Any], budget: PixelBudget, image_root: str | os.PathLike | None = None
+    row: dict[str, Any], budget: PixelBudget | None, image_root: str | os.PathLike | None = None
 ) -> dict[str, Any] | None:
     """What a GRPO row carries into generation and the rewards in place of its raw image values: the
     decoded images resized to ``budget`` (``images``) with their sizes before and after
