@@ -18,6 +18,15 @@ done
 python=${PYTHON:-python3}
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
   gpu=1; constraints=requirements/constraints-gpu.txt; extras="vllm,deepspeed,svg"
+  # The pinned torch 2.13.0 and vLLM 0.30.0 wheels are CUDA 13 builds: they need an NVIDIA driver >= 580.
+  # With an older one torch sees no GPU and every run would silently train on the CPU.
+  driver="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' ')"
+  if [ -n "$driver" ] && [ "${driver%%.*}" -lt 580 ] 2>/dev/null && [ "${R1VISION_ALLOW_OLD_DRIVER:-0}" != 1 ]; then
+    echo "install.sh: NVIDIA driver $driver is older than 580, which the pinned CUDA 13 builds of torch 2.13.0 and" \
+      "vLLM 0.30.0 need; upgrade the driver (or set R1VISION_ALLOW_OLD_DRIVER=1 after installing a torch built for" \
+      "your CUDA yourself)" >&2
+    exit 2
+  fi
 else
   gpu=0; constraints=requirements/constraints-cpu.txt; extras="svg"
 fi

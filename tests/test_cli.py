@@ -131,3 +131,21 @@ def test_command_modules_import_nothing_heavy() -> None:
             "print(sorted(m for m in ('torch', 'trl', 'transformers', 'datasets') if m in sys.modules))")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_no_deepspeed_accelerator_warning_on_a_cpu_machine(tiny_model, color_dir, tmp_path):
+    """DeepSpeed's "Setting accelerator to CPU" warning used to appear on every command importing transformers."""
+    import shutil
+    import subprocess
+    import sys
+
+    from tests.helpers.paths import env_with_src
+
+    if shutil.which("nvidia-smi"):
+        pytest.skip("an NVIDIA driver is present: DeepSpeed detects the GPU itself")
+    env = {k: v for k, v in env_with_src().items() if k != "DS_ACCELERATOR"}
+    argv = [sys.executable, "-m", "r1vision.cli", "infer", "--task", "color", "--model", tiny_model("qwen2_vl"),
+            "--dataset", str(color_dir), "--split", "test", "--output_dir", str(tmp_path / "p"), "--limit", "1"]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Setting accelerator to CPU" not in done.stderr

@@ -193,3 +193,21 @@ def test_model_states_agree_with_deepspeeds_estimator(name, gpus, zero, offload)
         _, ds_gpu = estimate_zero2_model_states_mem_needs(total, gpus, 1, cpu_offload=offload)
     ours = estimate(shape_of(load_model_config(name)), _setup(gpus=gpus, zero=zero, offload=offload))
     assert abs(ours.model_states - ds_gpu) <= 0.05 * ds_gpu, (ours.model_states / GIB, ds_gpu / GIB)
+
+
+def test_load_dtype_sync_and_generation_peaks_by_hand():
+    """fp32 loading doubles DDP weights; a vLLM sync adds one layer and its copy; HF generation under
+    ZeRO-3 adds the gathered rest of the model and the KV cache; fits are judged on the peak."""
+    base = dict(gpus=8, zero=2, batch=2, prompt_tokens=100, completion_tokens=100, max_pixels=28 * 28 * 4)
+    bf16 = estimate(SHAPE, TrainSetup(**base, generation="vllm_colocate"))
+    fp32 = estimate(SHAPE, TrainSetup(**base, generation="vllm_colocate", weight_bytes=4))
+    assert bf16.weights == 2 * SHAPE.total_params and fp32.weights == 4 * SHAPE.total_params
+    layer = SHAPE.largest_layer_params or SHAPE.largest_block_params
+    assert bf16.sync_peak == 2 * 2 * layer and fp32.sync_peak == 2 * 4 * layer and bf16.generation_peak == 0
+    z3 = estimate(SHAPE, TrainSetup(**{**base, "zero": 3}, generation="hf"))
+    seq = 100 + image_tokens(SHAPE, 28 * 28 * 4) + 100
+    kv = 2 * SHAPE.layers * SHAPE.kv_dim * 2 * 2 * seq
+    assert z3.generation_peak == kv + 2 * SHAPE.total_params - 2 * SHAPE.total_params // 8
+    assert z3.peak == max(z3.training, z3.model_states + z3.reference + z3.overhead + z3.generation_peak)
+    assert z3.peak > z3.training  # the gathered model outweighs the step's activations here
+    assert not z3.fits_server(z3.training / GIB + 0.01)  # a card that holds the step but not the peak

@@ -50,3 +50,28 @@ def test_unknown_metric_is_named(tmp_path):
     _write(tmp_path / "s0", [{"step": 1, "reward": 0.0}])
     with pytest.raises(KeyError, match="nope"):
         main(["report", str(tmp_path / "s0"), "--metrics", "nope", "--output_dir", str(tmp_path / "rep")])
+
+
+def test_default_report_draws_every_metric_group_with_an_index(tiny_model, color_dir, tmp_path):
+    """A real GRPO run's metrics.csv: one figure per group, bands from the logged std, an index page."""
+    from r1vision.report import _band, metric_groups
+
+    run = tmp_path / "run"
+    argv = ["grpo", "--config", "color_smoke", "--model", tiny_model("qwen2_vl"), "--dataset", str(color_dir),
+            "--output_dir", str(run), "--max_steps", "3", "--logging_steps", "1", "--use_cpu", "true"]  # fmt: skip
+    assert main(argv) == 0
+    available = sorted(read_run(run))
+    groups = metric_groups(available)
+    assert groups["rewards"] == ["reward", "rewards/color_accuracy/mean", "rewards/color_format/mean"]
+    for title in ("completion length", "entropy", "share of zero-std groups", "step time (s)", "loss"):
+        assert title in groups, (title, sorted(groups))
+    assert not any(m.endswith("/std") for ms in groups.values() for m in ms)  # std columns are bands
+    runs = [read_run(run)]
+    curve = aggregate(runs, "reward")
+    band = _band(runs, "reward", [c[0] for c in curve], [c[1] for c in curve], [0.0] * len(curve))
+    assert band is not None and band[2] == "± std within the step"
+    assert main(["report", str(run), "--output_dir", str(tmp_path / "rep")]) == 0
+    index = (tmp_path / "rep" / "index.html").read_text()
+    pngs = sorted(p.name for p in (tmp_path / "rep").glob("*.png"))
+    assert len(pngs) == len(groups) and all(f"src='{p}'" in index for p in pngs)
+    assert "&quot;task&quot;: &quot;color&quot;" in index  # the run's settings are on the page

@@ -34,6 +34,21 @@ for ((i = 0; i < nodes; i++)); do SLURM_NODEID=$((i + rel)) "$@"; done
 STUB_LOG = """#!/usr/bin/env bash
 echo "$(basename "$0") ${*@Q}" >> "$STUB_LOG"
 """
+# The launchers run `"$PYTHON" -m r1vision.cli ...` / `-m accelerate.commands.launch`: logged as the command.
+STUB_PYTHON = r"""#!/usr/bin/env bash
+if [[ "$1" == "-c" ]]; then exit 0; fi  # the scripts' "has r1vision" check
+if [[ "$1" == "-m" ]]; then
+  case "$2" in
+    r1vision.cli) name=r1vision ;;
+    accelerate.commands.launch) name="accelerate launch" ;;
+    *) name="python -m $2" ;;
+  esac
+  shift 2
+  echo "$name ${*@Q}" >> "$STUB_LOG"
+  exit 0
+fi
+echo "python ${*@Q}" >> "$STUB_LOG"
+"""
 
 
 def test_expected_scripts_exist():
@@ -64,12 +79,14 @@ def fake_slurm(tmp_path):
     (bin_dir / "scontrol").write_text('#!/usr/bin/env bash\nprintf "node-a\\nnode-b\\nnode-c\\n"\n')
     for name in ("accelerate", "trl", "curl", "r1vision"):
         (bin_dir / name).write_text(STUB_LOG)
+    (bin_dir / "python").write_text(STUB_PYTHON)
     for f in bin_dir.iterdir():
         f.chmod(0o755)
     log = tmp_path / "calls.log"
     env = dict(os.environ)
     env.update(
         PATH=f"{bin_dir}:{env['PATH']}",
+        PYTHON=str(bin_dir / "python"),
         STUB_LOG=str(log),
         SLURM_JOB_NODELIST="node-[a-c]",
         SLURM_NNODES="3",
@@ -176,7 +193,8 @@ def test_sbatch_zero3_per_rank_servers_on_every_node(fake_slurm):
         assert serve[:3] == ["vllm-serve", "--model", "M"] and _flag(serve, "--num-servers") == "4"
         assert _flag(serve, "--max-pixels") == "3136"
         assert _flag(serve, "--config") == "r 1.yaml"  # the recipe reaches the servers, spaces and all
-        assert train[:2] == ["env", "CUDA_VISIBLE_DEVICES=4,5,6,7"] and train[2:4] == ["accelerate", "launch"]
+        assert train[:2] == ["env", "CUDA_VISIBLE_DEVICES=4,5,6,7"]
+        assert train[2:5] == [env["PYTHON"], "-m", "accelerate.commands.launch"]  # the venv's, not PATH's
         assert _flag(train, "--machine_rank") == str(node) and _flag(train, "--num_processes") == "12"
         assert _flag(train, "--main_process_ip") == "node-a"
         assert _flag(train, "--vllm_server_per_rank") == "true"
@@ -330,3 +348,15 @@ def test_launchers_without_gpu_keep_relative_paths(tiny_model, color_dir, tmp_pa
     for script in ("sft/local.sh", "inference/local.sh", "grpo/local_ddp.sh", "grpo/local_zero3.sh"):
         text = (ROOT / "scripts" / script).read_text()
         assert 'cd "$ROOT"' not in text and "\npython " not in text and " python -m" not in text, script
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_launchers_use_the_venvs_python_not_path(script: Path):
+    """A bare `r1vision` / `accelerate` needs an activated venv ("command not found" on a compute node)."""
+    import re
+
+    for number, line in enumerate(script.read_text().splitlines(), 1):
+        code = line.split("#", 1)[0]
+        if re.search(r"(^|[\s;&|(`])(r1vision|accelerate)\s+(launch|vllm-serve|grpo|sft|infer|eval)\b", code):
+            if "echo" not in code and "usage" not in code.lower():
+                pytest.fail(f"{script.name}:{number}: runs a command from PATH: {line.strip()}")

@@ -64,7 +64,7 @@ if [[ "$PER_RANK" == "1" ]]; then
       "(got VLLM_GPUS=$VLLM_GPUS, $TRAIN_GPUS training GPUs)" >&2
     exit 2
   fi
-  exec env CUDA_VISIBLE_DEVICES="$SERVER_GPUS" r1vision vllm-serve "${SERVE_FLAGS[@]}" \
+  exec env CUDA_VISIBLE_DEVICES="$SERVER_GPUS" "$PYTHON" -m r1vision.cli vllm-serve "${SERVE_FLAGS[@]}" \
     --num-servers "$TRAIN_GPUS" --base-port "$VLLM_PORT" \
     --gpu-memory-utilization "$VLLM_MEM" --health-timeout "$HEALTH_TIMEOUT" --log-dir "$ROOT/logs" \
     "${EXTRA[@]}" -- env CUDA_VISIBLE_DEVICES="$TRAIN_GPU_IDS" "${TRAIN[@]}" \
@@ -75,7 +75,7 @@ if (( VLLM_GPUS % VLLM_TP != 0 )); then
   echo "local_zero3.sh: VLLM_TP=$VLLM_TP must divide VLLM_GPUS=$VLLM_GPUS" >&2
   exit 2
 fi
-exec env CUDA_VISIBLE_DEVICES="$SERVER_GPUS" r1vision vllm-serve --server vllm "${SERVE_FLAGS[@]}" \
+exec env CUDA_VISIBLE_DEVICES="$SERVER_GPUS" "$PYTHON" -m r1vision.cli vllm-serve --server vllm "${SERVE_FLAGS[@]}" \
   --data-parallel-size $((VLLM_GPUS / VLLM_TP)) --tensor-parallel-size "$VLLM_TP" \
   --base-port "$VLLM_PORT" --gpu-memory-utilization "$VLLM_MEM" --health-timeout "$HEALTH_TIMEOUT" \
   --log-dir "$ROOT/logs" "${EXTRA[@]}" -- env CUDA_VISIBLE_DEVICES="$TRAIN_GPU_IDS" "${TRAIN[@]}" \

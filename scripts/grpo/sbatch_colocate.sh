@@ -20,6 +20,9 @@
 # (29500). Run from the repository root.
 set -euo pipefail
 ROOT="${SLURM_SUBMIT_DIR:-$(pwd)}"
+# The interpreter with r1vision (exported into the srun shells): $PYTHON, else the checkout's .venv, else python3.
+PYTHON="${PYTHON:-$([[ -x "$ROOT/.venv/bin/python" ]] && echo "$ROOT/.venv/bin/python" || command -v python3)}"
+export PYTHON
 GPUS_PER_NODE="${GPUS_PER_NODE:-8}"
 CPUS_PER_NODE="${CPUS_PER_NODE:-${SLURM_CPUS_PER_TASK:-64}}"
 VLLM_MEM="${VLLM_MEM:-0.3}"
@@ -35,7 +38,7 @@ cd "$ROOT"
 # Single quotes: SLURM_NODEID must expand on each node, not here.
 srun --nodes="$NNODES" --ntasks-per-node=1 --gpus-per-node="$GPUS_PER_NODE" \
   --cpus-per-task="$CPUS_PER_NODE" bash -c '
-  exec accelerate launch --config_file "$ACCELERATE_CONFIG" \
+  exec "$PYTHON" -m accelerate.commands.launch --config_file "$ACCELERATE_CONFIG" \
     --num_machines "$NNODES" --num_processes $((NNODES * GPUS_PER_NODE)) \
     --machine_rank "$SLURM_NODEID" --main_process_ip "$MASTER_ADDR" --main_process_port "$MASTER_PORT" \
     --rdzv_backend static --same_network \

@@ -29,6 +29,9 @@
 # (900 s), MASTER_PORT (29500).
 set -euo pipefail
 ROOT="${SLURM_SUBMIT_DIR:-$(pwd)}"
+# The interpreter with r1vision (exported into the srun shells): $PYTHON, else the checkout's .venv, else python3.
+PYTHON="${PYTHON:-$([[ -x "$ROOT/.venv/bin/python" ]] && echo "$ROOT/.venv/bin/python" || command -v python3)}"
+export PYTHON
 GPUS_PER_NODE="${GPUS_PER_NODE:-8}"
 CPUS_PER_NODE="${CPUS_PER_NODE:-${SLURM_CPUS_PER_TASK:-64}}"
 VLLM_PORT="${VLLM_PORT:-8000}"
@@ -66,12 +69,12 @@ if [[ "$PER_RANK" == "1" ]]; then
   # On each node: servers on GPUs 0..VLLM_GPUS-1, training on the rest; machine rank = SLURM_NODEID.
   exec srun --nodes="$NNODES" "${STEP[@]}" bash -c '
     eval "FLAGS=($SERVE)"
-    exec env CUDA_VISIBLE_DEVICES="$(seq -s, 0 $((VLLM_GPUS - 1)))" r1vision vllm-serve "${FLAGS[@]}" \
+    exec env CUDA_VISIBLE_DEVICES="$(seq -s, 0 $((VLLM_GPUS - 1)))" "$PYTHON" -m r1vision.cli vllm-serve "${FLAGS[@]}" \
       --num-servers "$TRAIN_PER_NODE" --base-port "$VLLM_PORT" \
       --gpu-memory-utilization "$VLLM_MEM" --health-timeout "$HEALTH_TIMEOUT" \
       --log-dir "$ROOT/logs/$(hostname)" -- \
       env CUDA_VISIBLE_DEVICES="$(seq -s, "$VLLM_GPUS" $((GPUS_PER_NODE - 1)))" \
-      accelerate launch --use_deepspeed --zero3_init_flag true \
+      "$PYTHON" -m accelerate.commands.launch --use_deepspeed --zero3_init_flag true \
       --deepspeed_config_file "$DS_CONFIG" \
       --num_machines "$NNODES" --num_processes $((NNODES * TRAIN_PER_NODE)) \
       --machine_rank "$SLURM_NODEID" --main_process_ip "$MASTER_ADDR" --main_process_port "$MASTER_PORT" \
@@ -93,7 +96,7 @@ export MASTER_ADDR MASTER_PORT GPUS_PER_NODE DS_CONFIG TRAIN_NODES VLLM_HOST VLL
 
 eval "FLAGS=($SERVE)"
 srun --nodes=1 --ntasks=1 --nodelist="$VLLM_HOST" "${STEP[@]}" \
-  r1vision vllm-serve --server vllm "${FLAGS[@]}" --host 0.0.0.0 --base-port "$VLLM_PORT" \
+  "$PYTHON" -m r1vision.cli vllm-serve --server vllm "${FLAGS[@]}" --host 0.0.0.0 --base-port "$VLLM_PORT" \
   --data-parallel-size $((GPUS_PER_NODE / VLLM_TP)) --tensor-parallel-size "$VLLM_TP" \
   --gpu-memory-utilization "$VLLM_MEM" --health-timeout "$HEALTH_TIMEOUT" --log-dir "$ROOT/logs" &
 SERVER_PID=$!
@@ -108,7 +111,7 @@ done
 
 # Training nodes are 1..N-1; their machine rank is SLURM_NODEID - 1 (expanded on each node).
 srun --nodes="$TRAIN_NODES" --relative=1 "${STEP[@]}" bash -c '
-  exec accelerate launch --use_deepspeed --zero3_init_flag true \
+  exec "$PYTHON" -m accelerate.commands.launch --use_deepspeed --zero3_init_flag true \
     --deepspeed_config_file "$DS_CONFIG" \
     --num_machines "$TRAIN_NODES" --num_processes $((TRAIN_NODES * GPUS_PER_NODE)) \
     --machine_rank $((SLURM_NODEID - 1)) --main_process_ip "$MASTER_ADDR" --main_process_port "$MASTER_PORT" \

@@ -14,6 +14,9 @@
 #   sbatch --nodes=2 scripts/inference/sbatch.sh --task sgg --model M --dataset D --output_dir preds/sgg
 set -euo pipefail
 ROOT="${SLURM_SUBMIT_DIR:-$(pwd)}"
+# The interpreter with r1vision (exported into the srun shells): $PYTHON, else the checkout's .venv, else python3.
+PYTHON="${PYTHON:-$([[ -x "$ROOT/.venv/bin/python" ]] && echo "$ROOT/.venv/bin/python" || command -v python3)}"
+export PYTHON
 # shellcheck source=scripts/inference/eval_args.sh
 source "$ROOT/scripts/inference/eval_args.sh"  # sbatch runs a copy of this file: not beside it
 mkdir -p "$ROOT/logs"
@@ -30,7 +33,7 @@ export MASTER_ADDR MASTER_PORT GPUS_PER_NODE NNODES
 # The step asks for the node's GPUs and CPUs explicitly: a step inherits neither on many Slurm versions.
 srun --nodes="$NNODES" --ntasks-per-node=1 --gpus-per-node="$GPUS_PER_NODE" \
   --cpus-per-task="$CPUS_PER_NODE" bash -c '
-  exec accelerate launch --multi_gpu --num_machines "$NNODES" --num_processes $((NNODES * GPUS_PER_NODE)) \
+  exec "$PYTHON" -m accelerate.commands.launch --multi_gpu --num_machines "$NNODES" --num_processes $((NNODES * GPUS_PER_NODE)) \
     --machine_rank "$SLURM_NODEID" --main_process_ip "$MASTER_ADDR" --main_process_port "$MASTER_PORT" \
     --rdzv_backend static --same_network -m r1vision.cli infer "$@"
 ' r1vision-infer "$@"

@@ -14,6 +14,9 @@
 # (multi_node.yaml; deepspeed_zero3.yaml for 24 GB cards), MASTER_PORT (29500).
 set -euo pipefail
 ROOT="${SLURM_SUBMIT_DIR:-$(pwd)}"
+# The interpreter with r1vision (exported into the srun shells): $PYTHON, else the checkout's .venv, else python3.
+PYTHON="${PYTHON:-$([[ -x "$ROOT/.venv/bin/python" ]] && echo "$ROOT/.venv/bin/python" || command -v python3)}"
+export PYTHON
 GPUS_PER_NODE="${GPUS_PER_NODE:-8}"
 CPUS_PER_NODE="${CPUS_PER_NODE:-${SLURM_CPUS_PER_TASK:-64}}"
 ACCELERATE_CONFIG="${ACCELERATE_CONFIG:-$ROOT/configs/accelerate/multi_node.yaml}"
@@ -28,7 +31,7 @@ cd "$ROOT"
 # The step asks for the node's GPUs and CPUs explicitly: a step inherits neither on many Slurm versions.
 srun --nodes="$NNODES" --ntasks-per-node=1 --gpus-per-node="$GPUS_PER_NODE" \
   --cpus-per-task="$CPUS_PER_NODE" bash -c '
-  exec accelerate launch --config_file "$ACCELERATE_CONFIG" \
+  exec "$PYTHON" -m accelerate.commands.launch --config_file "$ACCELERATE_CONFIG" \
     --num_machines "$NNODES" --num_processes $((NNODES * GPUS_PER_NODE)) \
     --machine_rank "$SLURM_NODEID" --main_process_ip "$MASTER_ADDR" --main_process_port "$MASTER_PORT" \
     --rdzv_backend static --same_network \

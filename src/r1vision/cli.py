@@ -56,6 +56,17 @@ def _bad_input_errors() -> tuple[type[BaseException], ...]:
     )
 
 
+def _quiet_deepspeed_on_cpu() -> None:
+    """On a machine without an NVIDIA driver, tell DeepSpeed it is on a CPU (DS_ACCELERATOR=cpu): otherwise
+    every command that imports transformers prints its "Setting accelerator to CPU" warning."""
+    import shutil
+
+    if "DS_ACCELERATOR" not in os.environ and not (
+        shutil.which("nvidia-smi") or os.path.exists("/dev/nvidiactl")
+    ):
+        os.environ["DS_ACCELERATOR"] = "cpu"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``r1vision`` console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -76,6 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"r1vision: unknown command {command!r}{hint} (r1vision --help lists them)", file=sys.stderr)
         return 2
     errors = _bad_input_errors()
+    _quiet_deepspeed_on_cpu()
     from r1vision.parent_watch import launched, watch_parent
 
     if launched():  # a torchrun/accelerate worker: end with the launcher, never live on as an orphan

@@ -201,6 +201,9 @@ def plan(kind: str, argv: Sequence[str]) -> DryRun:
         vllm_gpu_memory_utilization=float(getattr(config, "vllm_gpu_memory_utilization", 0.3)),
         beta=float(getattr(config, "beta", 0.0) or 0.0) if kind == "grpo" else 0.0,
         fused_logits=kind == "grpo",
+        weight_bytes=_weight_bytes(config, target_cpu),
+        generation=str(getattr(config, "generation_backend", "hf")) if kind == "grpo" else "hf",
+        num_generations=int(getattr(config, "num_generations", 1) or 1) if kind == "grpo" else 1,
     )
     est = estimate(shape, setup)
     layout = f"ZeRO-{zero} over {gpus} GPUs" if zero else "DDP (every GPU holds every state)"
@@ -208,14 +211,20 @@ def plan(kind: str, argv: Sequence[str]) -> DryRun:
         "memory per GPU",
         f"{est.training / GIB:.1f} GiB training ({layout}{', offload' if setup.offload else ''}): "
         f"model states {est.model_states / GIB:.1f}, activations {est.activations / GIB:.1f}, "
-        f"logits {est.logits / GIB:.1f}, reference {est.reference / GIB:.1f} GiB",
+        f"logits {est.logits / GIB:.1f}, reference {est.reference / GIB:.1f} GiB; weights loaded "
+        f"{'bf16' if setup.weight_bytes == 2 else 'fp32'}",
     )
-    out.facts.update(training_bytes=est.training, zero=zero)
+    out.add(
+        "memory peaks",
+        f"{est.peak / GIB:.1f} GiB per GPU at the worst moment: weight sync +{est.sync_peak / GIB:.1f} GiB, "
+        f"generation +{est.generation_peak / GIB:.1f} GiB over the model states",
+    )
+    out.facts.update(training_bytes=est.training, peak_bytes=est.peak, zero=zero)
     colocated = kind == "grpo" and config.use_vllm and config.vllm_mode == "colocate"
     share = float(config.vllm_gpu_memory_utilization) * card_gb * GIB if colocated else 0.0
-    if not target_cpu and est.training + share > card_gb * GIB:
+    if not target_cpu and est.peak + share > card_gb * GIB:
         out.problems.append(
-            f"training needs ~{est.training / GIB:.1f} GiB per GPU"
+            f"training needs ~{est.peak / GIB:.1f} GiB per GPU at its peak"
             + (f" plus vLLM's {share / GIB:.1f} GiB share" if share else "")
             + f", more than a {card_gb:g} GB card: lower per_device_train_batch_size, use LoRA, ZeRO-3 "
             "(--zero 3 / a DeepSpeed config), offload, or more GPUs (see r1vision estimate-memory)"
@@ -226,6 +235,17 @@ def plan(kind: str, argv: Sequence[str]) -> DryRun:
             )
         )
     return out
+
+
+def _weight_bytes(config: Any, target_cpu: bool) -> int:
+    """Bytes per weight as the run loads them: fp32 when asked (or on a CPU), else bf16 (r1vision's GPU
+    default, trainer/config.py)."""
+    dtype = str(
+        (getattr(config, "model_init_kwargs", None) or {}).get("dtype") or getattr(config, "dtype", "") or ""
+    )
+    if dtype in ("float32", "torch.float32") or target_cpu:
+        return 4
+    return 2
 
 
 def _context(model_config: Any) -> int:

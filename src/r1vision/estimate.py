@@ -94,6 +94,11 @@ class TrainSetup:
     vllm_kv_tokens: int = 0  # 0: room for `batch` sequences
     beta: float = 0.0  # GRPO's KL coefficient: > 0 loads a reference model (unless LoRA)
     fused_logits: bool = True  # GRPO (TRL's fused LM head); SFT materialises the logits
+    # Bytes per weight as loaded: 2 for bf16 (r1vision's default on a GPU), 4 for fp32 (`--dtype float32`,
+    # and TRL's own default). ZeRO-3 stores bf16 partitions whatever the load dtype (zero.Init).
+    weight_bytes: int = 2
+    generation: str = "hf"  # "hf", "vllm_colocate" or "vllm_server": which transients a step has
+    num_generations: int = 8  # sequences generated per prompt (the HF generation's KV cache)
 
 
 @dataclass(frozen=True)
@@ -111,6 +116,9 @@ class MemoryEstimate:
     vllm_min: int  # full bf16 weights + KV cache: the least a vLLM engine (TP=1) needs
     cpu_offload: int  # CPU RAM per node for offloaded states
     trainable_params: int
+    # Transients outside the training step, on top of the model states (activations are free by then):
+    sync_peak: int = 0  # a vLLM weight sync: one gathered layer and its merged copy (streamed sync)
+    generation_peak: int = 0  # HF generation: under ZeRO-3 the whole model gathered, plus the KV cache
 
     @property
     def model_states(self) -> int:
@@ -131,16 +139,25 @@ class MemoryEstimate:
             + self.overhead
         )
 
+    @property
+    def peak(self) -> int:
+        """The most the training process holds at once: the training step, or the model states plus the
+        larger of the weight-sync and generation transients; fits are judged on it."""
+        transient = (
+            self.model_states + self.reference + self.overhead + max(self.sync_peak, self.generation_peak)
+        )
+        return max(self.training, transient)
+
     def fits_colocate(self, card_gb: float, gpu_memory_utilization: float) -> bool:
         """One vLLM engine inside each training process, sharing its GPU."""
         card = card_gb * GIB
         share = gpu_memory_utilization * card
-        return share >= self.vllm_min and self.training + share <= card
+        return share >= self.vllm_min and self.peak + share <= card
 
     def fits_server(self, card_gb: float) -> bool:
         """Training GPUs hold only training; vLLM servers run on GPUs of their own (TP=1)."""
         card = card_gb * GIB
-        return self.training <= card and self.vllm_min <= 0.9 * card
+        return self.peak <= card and self.vllm_min <= 0.9 * card
 
 
 # ----------------------------------------------------------------------------------------- shapes
@@ -281,7 +298,7 @@ def estimate(shape: ModelShape, setup: TrainSetup) -> MemoryEstimate:
     zero3 = setup.zero == 3
     # DeepSpeed's accounting (estimate_zero{2,3}_model_states_mem_needs): ZeRO-2 keeps bf16 and fp32
     # gradient partitions (6 B), ZeRO-3 the fp32 partition (4 B); AdamW 12 B; all sharded over the GPUs.
-    weights = 2 * stored // n if zero3 else 2 * stored
+    weights = 2 * stored // n if zero3 else setup.weight_bytes * stored
     gradients = (4 if zero3 else 6) * trainable // n
     optimizer = 12 * trainable // n
     gathered = 4 * (shape.largest_layer_params or shape.largest_block_params) if zero3 else 0
@@ -321,6 +338,17 @@ def estimate(shape: ModelShape, setup: TrainSetup) -> MemoryEstimate:
 
     kv_tokens = setup.vllm_kv_tokens or setup.batch * seq
     kv = 2 * shape.layers * shape.kv_dim * 2 * kv_tokens  # K and V, bf16
+    layer = shape.largest_layer_params or shape.largest_block_params
+    sync_peak = generation_peak = 0
+    if setup.generation.startswith("vllm"):
+        # streamed sync (generation/weight_sync.py): one layer gathered (ZeRO-3) and its merged or copied
+        # tensor, in the load dtype; the per-rank server path also copies it to the CPU
+        sync_peak = 2 * max(setup.weight_bytes, 2) * layer
+    else:
+        # HF generation of batch sequences: the KV cache grows to prompt + completion per sequence; under
+        # ZeRO-3 TRL gathers the whole model (bf16) for it
+        gen_kv = 2 * shape.layers * shape.kv_dim * 2 * setup.batch * seq
+        generation_peak = gen_kv + (2 * p - 2 * stored // n if zero3 else 0)
     return MemoryEstimate(
         weights=weights,
         gradients=gradients,
@@ -333,6 +361,8 @@ def estimate(shape: ModelShape, setup: TrainSetup) -> MemoryEstimate:
         vllm_min=2 * p + kv,
         cpu_offload=cpu,
         trainable_params=trainable,
+        sync_peak=sync_peak,
+        generation_peak=generation_peak,
     )
 
 
@@ -347,7 +377,8 @@ def report(shape: ModelShape, setup: TrainSetup, est: MemoryEstimate) -> str:
     lines = [
         f"model       {shape.name}: {shape.total_params / 1e9:.2f}B params "
         f"({shape.vision_params / 1e9:.2f}B vision), trainable {est.trainable_params / 1e9:.3f}B",
-        f"setup       {setup.gpus} GPU(s), ZeRO-{setup.zero}{' + offload' if setup.offload else ''}"
+        f"setup       {setup.gpus} GPU(s), ZeRO-{setup.zero}{' + offload' if setup.offload else ''}, "
+        f"weights {'bf16' if setup.weight_bytes == 2 else 'fp32'} as loaded, generation {setup.generation}"
         f"{f', LoRA r={setup.lora_r}' if setup.lora_r else ''}, batch {setup.batch} x {seq} tokens "
         f"({image_tokens(shape, setup.max_pixels) * setup.images} image tokens), "
         f"gradient checkpointing {'on' if setup.gradient_checkpointing else 'off'}",
@@ -361,7 +392,10 @@ def report(shape: ModelShape, setup: TrainSetup, est: MemoryEstimate) -> str:
         f"  activations  {_gib(est.activations)}",
         f"  logits       {_gib(est.logits)}",
         f"  overhead     {_gib(est.overhead)}",
-        f"  total        {_gib(est.training)}",
+        f"  total        {_gib(est.training)}  (training step)",
+        f"  sync peak    {_gib(est.sync_peak)}  (vLLM weight sync, on top of the model states)",
+        f"  gen. peak    {_gib(est.generation_peak)}  (HF generation: KV cache{', gathered model' if setup.zero == 3 else ''})",
+        f"  peak         {_gib(est.peak)}  (what the fits below are judged on)",
         f"vLLM engine  {_gib(est.vllm_min)}  (bf16 weights + KV cache, tensor parallel 1)",
     ]
     if est.cpu_offload:
@@ -388,6 +422,7 @@ def memory_report(model: str, setup: TrainSetup, as_json: bool = False) -> str:
     out = {k: getattr(est, k) for k in est.__dataclass_fields__}
     out["training"] = est.training
     out["model_states"] = est.model_states
+    out["peak"] = est.peak
     for card in CARDS_GB:
         out[f"fits_{card}gb_colocate"] = est.fits_colocate(card, setup.vllm_gpu_memory_utilization)
         out[f"fits_{card}gb_server"] = est.fits_server(card)

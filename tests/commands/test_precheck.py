@@ -148,3 +148,19 @@ def test_image_path_leaving_the_dataset_folder_is_refused_by_row(color_dir, tmp_
     for read in (lambda: load_rows(str(data)), lambda: read_json_lines(locate(str(data)))):
         with pytest.raises(DatasetLoadError, match="row 3: image path '../../etc/passwd' leads outside"):
             read()
+
+
+def test_help_shows_r1visions_options_grouped_first_without_importing_trl():
+    script = (
+        "import sys; from r1vision.cli import main; main(['grpo', '--help']); "
+        "print('imported trl' if 'trl' in sys.modules else 'no trl')"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env_with_src())
+    out = done.stdout
+    assert done.returncode == 0 and out.strip().endswith("no trl"), done.stderr
+    order = [out.index(h) for h in ("launching:", "task and data:", "vision:", "rewards and advantages:",
+                                    "LoRA and model loading (TRL's ModelConfig flags):", "TRL's GRPOConfig")]  # fmt: skip
+    assert order == sorted(order)
+    own, trl = out.split("TRL's GRPOConfig", 1)
+    assert "--max_pixels" in own and "--use_peft" in own and "--learning_rate" not in own
+    assert "learning_rate" in trl and len(out.splitlines()) < 200  # was 1,382 lines of argparse

@@ -39,10 +39,12 @@ class FakeSleepingEngine:
         pass
 
 
-def _fake_load(llm: FakeSleepingEngine, weights) -> int:
+def _fake_load(llm: FakeSleepingEngine, weights, names=None) -> int:
     assert llm.awake, "weights pushed into a sleeping engine"
+    assert names is not None, "the sync must be streamed: names known before the tensors are made"
     n = 0
     for name, tensor in weights:
+        assert name == names[n], "the tensors arrive in the announced order"
         assert name in llm.weights, name
         assert llm.weights[name].shape == tensor.shape, name
         llm.weights[name].copy_(tensor)

@@ -50,3 +50,49 @@ def test_cli_wires_decoding_eval(tiny_model, tmp_path):
                  "--decoding_eval_decodings", '{"greedy": {"k": 1, "temperature": 0.0}}']) == 0  # fmt: skip
     header = (tmp_path / "out" / "metrics.csv").read_text().splitlines()[0]
     assert "eval_test/greedy/accuracy" in header
+
+
+def test_each_process_generates_its_share_and_all_rows_are_scored(tiny_model, tmp_path, monkeypatch):
+    """Under several processes (ZeRO-3 included) each rank generates rows rank, rank+world, ... from the
+    gathered model and the completions come back in row order; before, every rank generated every row."""
+    import contextlib
+    from types import SimpleNamespace
+
+    import accelerate.utils
+    import trl.models.utils
+
+    from r1vision.trainer import decoding_eval
+
+    task = get_task("geometry")
+    task.synth(tmp_path / "data", 4, seed=0)
+    test = list(task_rows("geometry", tmp_path / "data"))
+    generated: list[str] = []
+
+    def fake_generate(model, processor, batch, budget, options, image_root):
+        generated.extend(str(r["id"]) for r in batch)
+        return [
+            [f"\\boxed{{{r['answer']}}}"] for r in batch
+        ]  # right answers: accuracy 1 iff all rows come back
+
+    unwrapped = []
+    monkeypatch.setattr(decoding_eval, "generate", fake_generate)
+    monkeypatch.setattr(trl.models.utils, "unwrap_model_for_generation",
+                        lambda model, acc, gather_deepspeed3_params: unwrapped.append(gather_deepspeed3_params)
+                        or contextlib.nullcontext(model))  # fmt: skip
+    other_rank = [(i, [f"\\boxed{{{test[i]['answer']}}}"]) for i in range(0, len(test), 2)]
+    monkeypatch.setattr(accelerate.utils, "gather_object", lambda pairs: other_rank + pairs)
+    trainer = SimpleNamespace(
+        accelerator=SimpleNamespace(process_index=1, num_processes=2), model_wrapped=torch_module(),
+        processing_class=None, pixel_budget=None, args=SimpleNamespace(image_root=None),
+    )  # fmt: skip
+    callback = DecodingEvalCallback(trainer, task, {"test": test}, every_steps=1,
+                                    decodings={"greedy": {"k": 1, "temperature": 0.0}}, opts=task.parse_options())  # fmt: skip
+    logs = callback.evaluate_now(1)
+    assert generated == [str(test[i]["id"]) for i in range(1, len(test), 2)]  # rank 1's share only
+    assert unwrapped == [True] and logs["eval_test/greedy/accuracy"] == 1.0
+
+
+def torch_module():
+    import torch
+
+    return torch.nn.Linear(1, 1)

@@ -42,3 +42,19 @@ def test_freeze_vision_full_finetune(tiny_model, color_dir, tmp_path):
     language = [n for n in before if not is_vision_param(n)]
     assert all(torch.equal(before[n], after[n]) for n in vision)
     assert any(not torch.equal(before[n], after[n]) for n in language)
+
+
+def test_lora_does_not_backpropagate_through_the_frozen_vision_tower(tiny_model, color_dir, tmp_path):
+    """TRL's enable_input_require_grads (LoRA + gradient checkpointing) hooked visual.patch_embed too, so the
+    frozen tower's output required grad; only the language model's embedding hook may stay."""
+    rows = task_rows("color", color_dir).remove_columns(["completion"])
+    args = grpo_args(tmp_path, lora_r=4, gradient_checkpointing=True, max_steps=1)
+    trainer = VisionGRPOTrainer(tiny_model("qwen2_vl"), varied_reward, args=args, train_dataset=rows)
+    owners = [name for name, module in trainer.model.named_modules() if module._forward_hooks]
+    hooked = [n for n in owners if n.endswith(("patch_embed", "embed_tokens"))]
+    assert hooked and all("visual" not in n for n in hooked), hooked
+    visual = trainer.model.get_base_model().model.visual
+    pixels = torch.randn(4, visual.patch_embed.proj.in_channels * 2 * 14 * 14)
+    with torch.enable_grad():
+        assert not visual.patch_embed(pixels).requires_grad  # nothing to backpropagate into
+    trainer.train()  # and it still trains

@@ -212,21 +212,86 @@ def check_paths(args: Any, **flags: str) -> None:
         check_path(flag, value, what)
 
 
-def write_flags_file() -> dict[str, list[str]]:
-    """Regenerate ``train_flags.json`` from the dataclasses (imports TRL)."""
+def write_flags_file() -> dict[str, Any]:
+    """Regenerate ``train_flags.json`` from the dataclasses (imports TRL): every flag, and the help text of
+    r1vision's own ones (fields TRL's configs do not have, or whose meaning r1vision changes)."""
     import dataclasses
+
+    from trl import GRPOConfig, SFTConfig
 
     from r1vision.runners.train import ScriptArguments
     from r1vision.trainer.config import VisionGRPOConfig, VisionSFTConfig
 
-    out = {}
-    for kind, config in (("grpo", VisionGRPOConfig), ("sft", VisionSFTConfig)):
-        names = {f.name for cls in (ScriptArguments, config) for f in dataclasses.fields(cls) if f.init}
-        out[kind] = sorted(names)
-    FLAGS_FILE.write_text(json.dumps(out, indent=0) + "\n")
+    out: dict[str, Any] = {"help": {}}
+    for kind, config, parent in (("grpo", VisionGRPOConfig, GRPOConfig), ("sft", VisionSFTConfig, SFTConfig)):
+        fields = [f for cls in (ScriptArguments, config) for f in dataclasses.fields(cls) if f.init]
+        out[kind] = sorted({f.name for f in fields})
+        theirs = {f.name: f for f in dataclasses.fields(parent)}
+        own = [f for f in fields if f.name not in theirs or f.default != theirs[f.name].default]
+        out["help"][kind] = {
+            f.name: str(f.metadata.get("help", "")) for f in sorted(own, key=lambda f: f.name)
+        }
+    FLAGS_FILE.write_text(json.dumps(out, indent=0, sort_keys=True) + "\n")
     return out
+
+
+# `r1vision sft|grpo --help`: r1vision's options by group, first; TRL's after (`--help-all` describes them).
+HELP_GROUPS = {
+    "task and data": ("task", "model", "dataset", "model_name_or_path", "dataset_name", "dataset_split",
+                      "eval_split", "max_train_rows", "task_options", "image_root", "validate_rows", "max_length"),
+    "vision": ("min_pixels", "max_pixels", "freeze_vision_tower", "max_images_per_prompt", "max_prompt_text_tokens"),
+    "rewards and advantages": ("reward_funcs", "advantage_estimator", "scale_rewards", "keep_groups_by_std"),
+    "generation": ("generation_backend", "vllm_server_per_rank"),
+    "LoRA and model loading (TRL's ModelConfig flags)": (
+        "use_peft", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules", "lora_target_parameters",
+        "lora_modules_to_save", "lora_task_type", "use_rslora", "use_dora", "dtype", "attn_implementation",
+        "model_revision", "load_in_4bit", "load_in_8bit", "bnb_4bit_quant_type", "use_bnb_nested_quant",
+        "bnb_4bit_quant_storage"),
+    "evaluation during training": ("decoding_eval_splits", "decoding_eval_steps", "decoding_eval_rows",
+                                   "decoding_eval_decodings"),
+    "outputs": ("metrics_csv", "overwrite_output_dir"),
+}  # fmt: skip
+_LAUNCH_HELP = {
+    "config": "a YAML recipe: a path or a shipped recipe name (`r1vision configs` lists them); flags override it",
+    "num_processes": "launch N processes through accelerate, as `trl` does",
+    "accelerate_config": "ddp / multi_gpu, zero2, zero3 (shipped layouts), or an accelerate config file",
+    "dry-run": "resolve and check the run (budget, memory, vLLM settings) without touching a GPU",
+}
+
+
+def help_text(kind: str, usage: str) -> str:
+    """The grouped help of ``r1vision sft|grpo`` (no TRL import)."""
+    import textwrap
+
+    data = json.loads(FLAGS_FILE.read_text())
+    own: dict[str, str] = data["help"][kind]
+    lines = [f"usage: {usage}", ""]
+
+    def block(title: str, items: list[tuple[str, str]]) -> None:
+        lines.append(f"{title}:")
+        for name, text in items:
+            head = f"  --{name}"
+            body = textwrap.fill(text, width=108, initial_indent=" " * 30, subsequent_indent=" " * 30)
+            lines.append(head + body[len(head) :] if len(head) < 29 else head + "\n" + body)
+        lines.append("")
+
+    block("launching", list(_LAUNCH_HELP.items()))
+    shown = set()
+    for group, names in HELP_GROUPS.items():
+        items = [(n, own[n]) for n in names if n in own]
+        shown |= {n for n, _ in items}
+        if items:
+            block(group, items)
+    rest = [(n, t) for n, t in own.items() if n not in shown]
+    if rest:
+        block("other r1vision options", rest)
+    trl = [n for n in data[kind] if n not in own]
+    lines.append(f"TRL's {'GRPOConfig' if kind == 'grpo' else 'SFTConfig'} / TrainingArguments ({len(trl)} more; "
+                 f"`r1vision {kind} --help-all` describes each):")  # fmt: skip
+    lines.append(textwrap.fill(", ".join(trl), width=110, initial_indent="  ", subsequent_indent="  "))
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
     written = write_flags_file()
-    print(f"wrote {FLAGS_FILE} ({', '.join(f'{k}: {len(v)} flags' for k, v in written.items())})")
+    print(f"wrote {FLAGS_FILE} ({', '.join(f'{k}: {len(written[k])} flags' for k in ('grpo', 'sft'))})")

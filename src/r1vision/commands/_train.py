@@ -50,6 +50,7 @@ def parse(kind: str, argv: Sequence[str]) -> tuple[Any, Any]:
         with open(recipe) as f:
             recipe_options = (yaml.safe_load(f) or {}).get("task_options")
         script.task_options = merge_options(recipe_options, script.task_options)
+    script.recipe = recipe  # recorded in r1vision_run.json and the model card
     return script, config
 
 
@@ -124,8 +125,17 @@ def _join_report_to(argv: list[str]) -> list[str]:
 
 def train(kind: str, argv: Sequence[str]) -> int:
     """Parse, train, save; a refusal (an output folder that holds a run) is one line and exit code 2."""
-    from r1vision.commands._precheck import check_train_argv
+    from r1vision.commands._precheck import check_train_argv, help_text
 
+    if "-h" in argv or "--help" in argv:  # r1vision's options first, grouped; no TRL import
+        from importlib import import_module
+
+        print(help_text(kind, import_module(f"r1vision.commands.{kind}").USAGE))
+        return 0
+    if "--help-all" in argv:  # TRL's parser: every field with its help
+        argv = ["--help" if a == "--help-all" else a for a in argv]
+        parse(kind, argv)
+        return 0
     check_train_argv(kind, argv)  # flags, recipe, task, local paths, ranges: before TRL is imported
     launched = launch_argv(kind, argv)
     if launched is not None:

@@ -31,6 +31,20 @@ def build_parser() -> argparse.ArgumentParser:
     add(p, "--no_gradient_checkpointing", action="store_true")
     add(p, "--vllm_gpu_memory_utilization", type=float, default=0.3)
     add(p, "--beta", type=float, default=0.0, help="GRPO's KL coefficient (> 0: reference model)")
+    add(
+        p,
+        "--weights_dtype",
+        choices=["bf16", "fp32"],
+        default="bf16",
+        help="dtype the weights load in (bf16: r1vision's GPU default; fp32: --dtype float32, TRL's default)",
+    )
+    add(
+        p,
+        "--generation",
+        choices=["hf", "vllm_colocate", "vllm_server"],
+        default="hf",
+        help="generation backend: which transient (weight sync, HF generation) the peak includes",
+    )
     add(p, "--json", action="store_true", help="print the numbers as JSON")
     return p
 
@@ -53,6 +67,17 @@ def run(argv: Sequence[str]) -> int:
         gradient_checkpointing=not a.no_gradient_checkpointing,
         vllm_gpu_memory_utilization=a.vllm_gpu_memory_utilization,
         beta=a.beta,
+        weight_bytes=2 if a.weights_dtype == "bf16" else 4,
+        generation=a.generation,
     )
-    print(memory_report(a.model, setup, as_json=a.json))
+    try:
+        print(memory_report(a.model, setup, as_json=a.json))
+    except OSError as exc:  # neither a built-in shape nor a folder, and the Hub cannot be asked
+        from r1vision.commands._args import UsageError
+        from r1vision.estimate import builtin_shapes
+
+        raise UsageError(
+            f"--model {a.model}: not a built-in shape ({', '.join(builtin_shapes())}), a local folder or "
+            f"config.json, nor a Hub id that can be read here ({str(exc).splitlines()[0][:120]})"
+        ) from None
     return 0

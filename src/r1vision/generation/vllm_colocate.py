@@ -33,6 +33,7 @@ from r1vision.generation.vllm_engine import (
     setup_cpu_env,
 )
 from r1vision.generation.vllm_trl import VisionVLLMBase, model_dtype
+from r1vision.generation.weight_sync import sync_param_names
 
 
 class ColocateVLLMGeneration(VisionVLLMBase):
@@ -82,13 +83,14 @@ class ColocateVLLMGeneration(VisionVLLMBase):
             # must come back too, or the next rollouts are sampled from garbage.
             full = bool(getattr(self, "_llm_weights_sleeping", False))
             self._llm_weights_sleeping = False
-        load_weights_inplace(self.llm, self._sync_tensors(full))
+        # Streamed: the reload roots come from the names alone, then each tensor goes to vLLM as it is made.
+        load_weights_inplace(self.llm, self._sync_tensors(full), names=sync_param_names(self.model, full))
 
     def _sync_tensors(self, full: bool) -> Iterator[tuple[str, torch.Tensor]]:
         # vLLM buffers a layer's tensors until the layer is complete, so each must stay valid until then:
-        # under ZeRO-3 a gathered tensor is released when the next one is gathered, and under LoRA the
-        # merged weights are unmerged in place once the iteration ends. Keep copies (one layer at a time).
-        clone = self._dist.is_zero3 or getattr(self.model, "peft_config", None) is not None
+        # under ZeRO-3 a gathered tensor is released when the next one is gathered, so it is copied (one
+        # layer's worth at a time). Merged LoRA weights are new tensors already.
+        clone = self._dist.is_zero3
         for name, tensor in self._iter_named_params(full=full):
             yield name, tensor.detach().clone() if clone else tensor.detach()
 

@@ -14,7 +14,8 @@ import contextlib
 from typing import Any
 
 from r1vision.generation.vllm_engine import check_prompt_ids, collapse_image_runs
-from r1vision.generation.vllm_trl import VisionVLLMBase, changing_modules
+from r1vision.generation.vllm_trl import VisionVLLMBase
+from r1vision.generation.weight_sync import sync_param_names
 from r1vision.vision.budget import PixelBudget
 
 
@@ -89,7 +90,7 @@ class PerRankVLLMGeneration(VisionVLLMBase):
 
     def sync_weights(self) -> None:
         """Every rank walks the parameters (ZeRO-3 gathers are collective) and pushes to its own server."""
-        names = [f"{module}.weight" for module in sorted(changing_modules(self.model))]
+        names = sync_param_names(self.model)
         if names:  # nothing trainable: the server keeps the checkpoint it started from
             self.vllm_client.update_weights(names, self._iter_named_params())
 

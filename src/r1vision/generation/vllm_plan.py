@@ -130,6 +130,11 @@ def engine_problems(args: Any, cuda: bool) -> list[str]:
             "into its in-process engine, which tensor-parallel workers do not share; use one server per "
             "GPU (tensor parallel 1) or TRL's server mode"
         )
+    if getattr(args, "use_dora", False):
+        problems.append(
+            "use_dora with a vLLM backend: the engine receives merged weights W + s*B@A, which DoRA's "
+            "magnitude rescaling does not follow; use plain LoRA (or rsLoRA) with vLLM, or generation_backend hf"
+        )
     util = float(getattr(args, "vllm_gpu_memory_utilization", 0.3))
     if mode == "colocate" and not 0.0 < util < 1.0:
         problems.append(f"vllm_gpu_memory_utilization={util} must be in (0, 1) when colocated with training")

@@ -73,10 +73,40 @@ class ServerOptions:
     seed: int = 0
 
 
+class EngineThread:
+    """One thread that builds an object and runs every call on it.
+
+    vLLM's engine captures CUDA graphs and warms torch.compile on the thread that builds it; FastAPI runs
+    blocking handlers on a pool of worker threads. Handing every call to the thread that built the engine
+    keeps it single-threaded whichever worker took the request (and serialises the calls).
+    """
+
+    def __init__(self, name: str = "vllm-engine") -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        self.ident: int | None = None
+
+    def run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)`` on the engine thread; its result, or its exception re-raised here."""
+
+        def call() -> Any:
+            if self.ident is None:
+                self.ident = threading.get_ident()
+            return fn(*args, **kwargs)
+
+        return self._executor.submit(call).result()
+
+
 class ServerEngine:
-    """One in-process ``vllm.LLM`` with the trainer's budget, used by one request at a time."""
+    """One in-process ``vllm.LLM`` with the trainer's budget, built and driven from one thread
+    (:class:`EngineThread`), one request at a time."""
 
     def __init__(self, options: ServerOptions) -> None:
+        self.thread = EngineThread()
+        self.thread.run(self._build, options)
+
+    def _build(self, options: ServerOptions) -> None:
         from transformers import AutoConfig, AutoProcessor
 
         from r1vision.generation import vllm_compat
@@ -139,6 +169,9 @@ class ServerEngine:
         }
 
     def info(self) -> dict[str, Any]:
+        return self.thread.run(self._info)
+
+    def _info(self) -> dict[str, Any]:
         config = self.llm.llm_engine.model_config
         return {
             "model": self.options.model,
@@ -151,9 +184,13 @@ class ServerEngine:
             # TRL's trainer reads info["model_config"]["logprobs_mode"] from a server at start-up.
             "model_config": {"logprobs_mode": "processed_logprobs"},
             "stats": dict(self.stats),
+            "engine_thread": self.thread.ident,  # every call runs on the thread that built the engine
         }
 
     def generate(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self.thread.run(self._generate, body)
+
+    def _generate(self, body: dict[str, Any]) -> dict[str, Any]:
         from vllm import SamplingParams
         from vllm.sampling_params import StructuredOutputsParams
 
@@ -191,6 +228,9 @@ class ServerEngine:
         return {"results": results}
 
     def begin_weights(self, names: Sequence[str]) -> None:
+        return self.thread.run(self._begin_weights, names)
+
+    def _begin_weights(self, names: Sequence[str]) -> None:
         from r1vision.generation.vllm_engine import InplaceReload
 
         if not names:  # an empty reload would reset the whole model and load nothing into it
@@ -199,6 +239,9 @@ class ServerEngine:
             self.reload = InplaceReload(self.llm, names)
 
     def load_chunk(self, data: bytes) -> int:
+        return self.thread.run(self._load_chunk, data)
+
+    def _load_chunk(self, data: bytes) -> int:
         from safetensors.torch import load
 
         tensors = load(data)
@@ -209,6 +252,9 @@ class ServerEngine:
         return len(tensors)
 
     def end_weights(self) -> int:
+        return self.thread.run(self._end_weights)
+
+    def _end_weights(self) -> int:
         with self.lock:
             if self.reload is None:
                 raise RuntimeError("weights/end before weights/begin")
@@ -219,6 +265,9 @@ class ServerEngine:
         return count
 
     def reset_cache(self) -> None:
+        return self.thread.run(self._reset_cache)
+
+    def _reset_cache(self) -> None:
         with self.lock:
             self.llm.reset_prefix_cache()
             self.llm.llm_engine.reset_encoder_cache()

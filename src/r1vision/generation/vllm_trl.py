@@ -8,9 +8,9 @@
 - ``generation_kwargs["suppress_tokens"]`` (a transformers option) becomes a vLLM ``logit_bias``, and the
   image placeholder is always suppressed: a sampled one would add a placeholder without features to
   the training forward;
-- the weight iteration for a sync: by default only parameters that can have changed (a frozen vision
-  tower, frozen norms and embeddings under LoRA are skipped); ``full=True`` walks every parameter, for
-  an engine that dropped its weights (sleep level 2).
+- the weight iteration for a sync (:mod:`~r1vision.generation.weight_sync`): only parameters that can
+  have changed, in whole fused groups, LoRA merged per module out of place, one tensor at a time;
+  ``full=True`` walks every parameter, for an engine that dropped its weights (sleep level 2).
 
 The backends: :mod:`~r1vision.generation.vllm_colocate` (one in-process engine per training process)
 and :mod:`~r1vision.generation.vllm_per_rank` (one r1vision server per training process). TRL's own
@@ -26,6 +26,12 @@ from typing import Any
 import torch
 from trl.generation.vllm_generation import VLLMGeneration
 
+from r1vision.generation.weight_sync import (  # noqa: F401 - re-exported: the backends and the dry run use them
+    changing_modules,
+    iter_sync_tensors,
+    module_of,
+    sync_modules,
+)
 from r1vision.vision.budget import PixelBudget
 
 _SUPPRESS_BIAS = -100.0  # vLLM clamps logit_bias to [-100, 100]; exp(-100) never samples
@@ -112,50 +118,16 @@ class VisionVLLMBase(VLLMGeneration):
                 )
 
     def _iter_named_params(self, full: bool = False) -> Iterator[tuple[str, torch.Tensor]]:
-        """``(vLLM name, tensor)`` for a sync: the parameters that can change, or every one if ``full``."""
-        if full:
-            yield from super()._iter_named_params()
-            return
-        changing = changing_modules(self.model)
-        if getattr(self.model, "peft_config", None) is not None or self._dist.is_fsdp:
-            # PEFT merges adapters over the gathered model first; filter TRL's own iteration.
+        """``(vLLM name, tensor)`` for a sync, one at a time: the parameters that can change (whole fused
+        groups), or every one if ``full``; LoRA layers merged per module, out of place
+        (:mod:`r1vision.generation.weight_sync`)."""
+        if self._dist.is_fsdp:  # FSDP gathers by module tree in TRL's own walk; filter it
+            changing = None if full else sync_modules(self.model)
             for name, tensor in super()._iter_named_params():
-                if module_of(name) in changing:
+                if changing is None or module_of(name) in changing:
                     yield name, tensor
             return
-        # Full fine-tuning: skip frozen tensors before gathering them (same decision on every rank).
-        for name, param in self.model.named_parameters():
-            name = self._fix_param_name_to_vllm(name)
-            if module_of(name) not in changing:
-                continue
-            with self._dist.gather_params([param]):
-                yield name, param.data
-
-
-def module_of(name: str) -> str:
-    """The module path of a parameter name (``a.b.weight`` -> ``a.b``)."""
-    return name.rsplit(".", 1)[0] if "." in name else ""
-
-
-def changing_modules(model: torch.nn.Module) -> set[str]:
-    """Module paths (in vLLM's naming, PEFT wrappers removed) holding at least one trainable parameter.
-
-    A LoRA layer ``q_proj`` counts through its trainable ``q_proj.lora_A...``: its merged base weight
-    changes. Everything else (a frozen vision tower, norms and embeddings under LoRA) never changes, and
-    vLLM already holds it from the checkpoint it was started from.
-    """
-    out: set[str] = set()
-    for name, param in model.named_parameters():
-        if not param.requires_grad:
-            continue
-        name = name.removeprefix("base_model.model.").replace("_checkpoint_wrapped_module.", "")
-        for marker in (".lora_", ".modules_to_save.", ".base_layer."):
-            if marker in name:
-                out.add(name.split(marker)[0])
-                break
-        else:
-            out.add(module_of(name))
-    return out
+        yield from iter_sync_tensors(self.model, self._dist.gather_params, full=full)
 
 
 def sync_summary(model: torch.nn.Module, full: bool = False) -> dict[str, int]:
@@ -163,7 +135,7 @@ def sync_summary(model: torch.nn.Module, full: bool = False) -> dict[str, int]:
 
     Counts the base model's parameters (LoRA adapters are merged into their base layer, not sent).
     """
-    changing = changing_modules(model)
+    changing = sync_modules(model)
     tensors = elements = total_tensors = total_elements = 0
     for name, param in model.named_parameters():
         if ".lora_" in name or "original_module" in name:

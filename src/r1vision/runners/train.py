@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -159,9 +158,8 @@ def run_grpo(script: ScriptArguments, config: Any) -> str:
         trainer.add_callback(_decoding_eval(script, config, prepared, trainer))
     trainer.train(resume_from_checkpoint=config.resume_from_checkpoint)
     record_layout(trainer, config.output_dir)
-    trainer.save_model(config.output_dir)
-    trainer.processing_class.save_pretrained(config.output_dir)
-    _finish_output(trainer, "grpo", script, config, prepared, specs)
+    trainer.r1vision_run = _settings(trainer, "grpo", script, config, specs)
+    trainer.save_model(config.output_dir)  # + processor, run settings, merged LoRA, card, Hub upload
     teardown()
     return config.output_dir
 
@@ -176,8 +174,8 @@ def run_sft(script: ScriptArguments, config: Any) -> str:
     trainer = VisionSFTTrainer(script.model, args=config, train_dataset=train, eval_dataset=evald)
     trainer.train(resume_from_checkpoint=config.resume_from_checkpoint)
     record_layout(trainer, config.output_dir)
-    trainer.save_model(config.output_dir)
-    _finish_output(trainer, "sft", script, config, prepared, [])
+    trainer.r1vision_run = _settings(trainer, "sft", script, config, [])
+    trainer.save_model(config.output_dir)  # + processor, run settings, merged LoRA, card, Hub upload
     teardown()
     return config.output_dir
 
@@ -194,32 +192,18 @@ def _only(dataset: Any, keep: set[str]) -> Any:
     return dataset.remove_columns([c for c in dataset.column_names if c not in keep])
 
 
-def _finish_output(
-    trainer: Any, kind: str, script: ScriptArguments, config: Any, prepared: Prepared, specs: list[RewardSpec]
-) -> None:
-    """Run settings next to the weights; for LoRA, an absolute base path and a merged stand-alone model."""
+def _settings(
+    trainer: Any, kind: str, script: ScriptArguments, config: Any, specs: list[RewardSpec]
+) -> dict[str, Any]:
+    """The run settings ``r1vision_run.json`` records (:mod:`r1vision.trainer.output` writes them)."""
     from r1vision.tasks.options import options_mapping
-    from r1vision.trainer.merge import (
-        MERGED_SUBDIR,
-        copy_stock_files,
-        is_adapter_dir,
-        merge_adapter,
-        record_absolute_base,
-    )
-    from r1vision.trainer.run_info import run_settings, write_run_info
+    from r1vision.trainer.run_info import run_settings
 
-    if not trainer.args.should_save:
-        return
     weights = getattr(config, "reward_weights", None) or []
     rewards = {s.name: float(w) for s, w in zip(specs, weights, strict=False)}
-    write_run_info(
-        config.output_dir, run_settings(kind, script, config, options_mapping(script.task_options), rewards)
-    )
-    copy_stock_files(script.model, config.output_dir)
-    if is_adapter_dir(config.output_dir):
-        record_absolute_base(config.output_dir, script.model)
-        merged = merge_adapter(config.output_dir, os.path.join(config.output_dir, MERGED_SUBDIR))
-        logger.info("LoRA adapter merged into a stand-alone model: %s", merged)
+    settings = run_settings(kind, script, config, options_mapping(script.task_options), rewards)
+    settings["recipe"] = getattr(script, "recipe", None)
+    return settings
 
 
 def _decoding_eval(script: ScriptArguments, config: Any, prepared: Prepared, trainer: Any):

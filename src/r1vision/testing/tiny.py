@@ -296,6 +296,7 @@ def tiny_model_path(
     """
     key_src = json.dumps({"family": family, "seed": seed, **kwargs}, sort_keys=True, default=str)
     key_src += Path(__file__).read_text()
+    key_src += (Path(__file__).parents[1] / "vision" / "processor.py").read_text()  # how processors are saved
     key = hashlib.sha256(key_src.encode()).hexdigest()[:16]
     root = Path(cache_dir) if cache_dir else default_cache_dir()
     return build_cached(

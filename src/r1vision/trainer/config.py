@@ -97,6 +97,7 @@ class VisionOptions:
     def __post_init__(self) -> None:
         from r1vision.trainer.distributed import prepare_distributed
 
+        refuse_silent_cpu_fallback(self)
         # TRL turns an unset bf16 into True. On a CPU, bf16 autocast runs the Qwen-VL patch embedding
         # (conv3d) on a slow path: training measured 20-40x slower than float32. An explicit value is kept.
         if getattr(self, "bf16", False) is None and not getattr(self, "fp16", False) and _cpu_only(self):
@@ -121,6 +122,9 @@ class VisionOptions:
             self.resume_from_checkpoint = True  # type: ignore[assignment]
         # Must precede TrainingArguments.__post_init__, which resolves devices and the DeepSpeed config.
         prepare_distributed(self)
+        from r1vision.trainer.output import take_over_push
+
+        take_over_push(self)  # pushed once, complete, after training (trainer/output.py)
         super().__post_init__()  # type: ignore[misc]
 
 
@@ -147,6 +151,12 @@ def apply_model_flags(args: Any) -> None:
     if not args.lora_target_modules:
         args.lora_target_modules = ["all-linear-lm"]
     kwargs = dict(args.model_init_kwargs or {})
+    if args.dtype is None and "dtype" not in kwargs and _loads_bf16_by_default(args):
+        # TRL loads float32 unless told: on a GPU that doubles the weights and every sync's tensors
+        # (a 7B model: 31 GiB instead of 15). bf16 mixed precision trains bf16 weights as TRL's recipes do.
+        kwargs["dtype"] = "bfloat16"
+    if args.attn_implementation is None and "attn_implementation" not in kwargs and _flash_attention_usable():
+        kwargs["attn_implementation"] = "flash_attention_2"
     for key, value in (
         ("dtype", args.dtype),
         ("attn_implementation", args.attn_implementation),
@@ -180,6 +190,31 @@ def apply_model_flags(args: Any) -> None:
     args.model_init_kwargs = kwargs or None
 
 
+def _loads_bf16_by_default(args: Any) -> bool:
+    """On a CUDA GPU with bf16 mixed precision (TRL's default) and no dtype given: load the weights bf16."""
+    import torch
+
+    if (
+        getattr(args, "use_cpu", False)
+        or getattr(args, "fp16", False)
+        or getattr(args, "bf16", None) is False
+    ):
+        return False
+    return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+
+
+def _flash_attention_usable() -> bool:
+    """flash-attn installed and an Ampere-or-newer GPU: what ``attn_implementation`` defaults to then (the
+    vision tower's window attention and long rollouts are much faster than with sdpa)."""
+    import importlib.util
+
+    import torch
+
+    if not torch.cuda.is_available() or importlib.util.find_spec("flash_attn") is None:
+        return False
+    return torch.cuda.get_device_capability()[0] >= 8
+
+
 def lora_extras(args: Any) -> dict[str, Any]:
     """The peft ``LoraConfig`` options beyond rank, alpha, dropout and targets (TRL's ModelConfig flags)."""
     return {
@@ -189,6 +224,42 @@ def lora_extras(args: Any) -> dict[str, Any]:
         "target_parameters": args.lora_target_parameters,
         "task_type": args.lora_task_type,
     }
+
+
+def nvidia_gpus() -> list[str]:
+    """The GPUs ``nvidia-smi -L`` lists (empty without the tool or a driver)."""
+    import shutil
+    import subprocess
+
+    if not shutil.which("nvidia-smi"):
+        return []
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return (
+        [line for line in out.stdout.splitlines() if line.startswith("GPU ")] if out.returncode == 0 else []
+    )
+
+
+def refuse_silent_cpu_fallback(args: Any) -> None:
+    """Stop a run that would train on the CPU of a GPU machine by accident: ``nvidia-smi`` lists GPUs but
+    torch cannot use CUDA (typically a driver older than the CUDA build of torch: torch 2.13's wheels need
+    driver >= 580). ``--use_cpu true`` trains on the CPU on purpose."""
+    if getattr(args, "use_cpu", False):
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    gpus = nvidia_gpus()
+    if gpus:
+        raise ValueError(
+            f"nvidia-smi lists {len(gpus)} GPU(s) but torch {torch.__version__} (CUDA {torch.version.cuda}) "
+            "cannot use them, so this run would train on the CPU: check the driver (torch 2.13's CUDA 13 "
+            "build needs driver >= 580; bash install.sh checks it), or pass --use_cpu true to train on the "
+            "CPU on purpose"
+        )
 
 
 def _cpu_only(args: object) -> bool:

@@ -49,33 +49,47 @@ class DecodingEvalCallback(TrainerCallback):
         self.max_new_tokens, self.batch_size, self.seed = max_new_tokens, batch_size, seed
 
     def evaluate_now(self, step: int) -> dict[str, float]:
-        """Run every split at every decoding; return the flat metrics (also logged by the callback)."""
+        """Run every split at every decoding; return the flat metrics (also logged by the callback).
+
+        With several processes the rows are dealt round-robin across them and the completions gathered
+        back in row order (each process would otherwise generate every row); under ZeRO-3 the model is
+        generated from with its parameters gathered once (TRL's ``unwrap_model_for_generation``), so no
+        per-forward collective can fall out of step when processes sample different lengths.
+        """
+        from trl.models.utils import unwrap_model_for_generation
+
         trainer = self.trainer
-        model = trainer.accelerator.unwrap_model(trainer.model)
-        was_training = model.training
-        model.eval()
+        accelerator = trainer.accelerator
+        rank, world = accelerator.process_index, accelerator.num_processes
         logs: dict[str, float] = {}
-        try:
-            for split, rows in self.splits.items():
-                for name, decoding in self.decodings.items():
-                    options = SamplingOptions(
-                        max_new_tokens=self.max_new_tokens, temperature=float(decoding["temperature"]),
-                        top_p=float(decoding.get("top_p", 1.0)), num_samples=int(decoding.get("k", 1)),
-                        seed=self.seed + step,
-                    )  # fmt: skip
-                    completions: list[list[str]] = []
-                    for start in range(0, len(rows), self.batch_size):
-                        batch = list(rows[start : start + self.batch_size])
-                        completions += generate(model, trainer.processing_class, batch, trainer.pixel_budget,
-                                                options, trainer.args.image_root)  # fmt: skip
-                    samples = [c if len(c) > 1 else c[0] for c in completions]
-                    result = self.task.evaluate(list(rows), samples, self.opts, self.run)
-                    for key, value in result.metrics.items():
-                        if isinstance(value, (int, float)):
-                            logs[f"eval_{split}/{name}/{key}"] = float(value)
-        finally:
-            model.train(was_training)
-            torch.manual_seed(self.seed + step + 1)  # leave the training RNG stream independent of eval
+        with unwrap_model_for_generation(
+            trainer.model_wrapped, accelerator, gather_deepspeed3_params=True
+        ) as model:
+            was_training = model.training
+            model.eval()
+            try:
+                for split, rows in self.splits.items():
+                    for name, decoding in self.decodings.items():
+                        options = SamplingOptions(
+                            max_new_tokens=self.max_new_tokens, temperature=float(decoding["temperature"]),
+                            top_p=float(decoding.get("top_p", 1.0)), num_samples=int(decoding.get("k", 1)),
+                            seed=self.seed + step,
+                        )  # fmt: skip
+                        mine = list(range(rank, len(rows), world))
+                        local: list[list[str]] = []
+                        for start in range(0, len(mine), self.batch_size):
+                            batch = [rows[i] for i in mine[start : start + self.batch_size]]
+                            local += generate(model, trainer.processing_class, batch, trainer.pixel_budget,
+                                              options, trainer.args.image_root)  # fmt: skip
+                        completions = _in_row_order(list(zip(mine, local, strict=True)), world, len(rows))
+                        samples = [c if len(c) > 1 else c[0] for c in completions]
+                        result = self.task.evaluate(list(rows), samples, self.opts, self.run)
+                        for key, value in result.metrics.items():
+                            if isinstance(value, (int, float)):
+                                logs[f"eval_{split}/{name}/{key}"] = float(value)
+            finally:
+                model.train(was_training)
+                torch.manual_seed(self.seed + step + 1)  # leave the training RNG stream independent of eval
         return logs
 
     def on_step_end(self, args, state, control, **kwargs):
@@ -86,3 +100,13 @@ class DecodingEvalCallback(TrainerCallback):
             should_log = control.should_log
             self.trainer.log(self.evaluate_now(state.global_step))
             control.should_log = should_log
+
+
+def _in_row_order(pairs: list[tuple[int, list[str]]], world: int, n: int) -> list[list[str]]:
+    """Every process's ``(row index, completions)`` gathered and put back in row order."""
+    if world > 1:
+        from accelerate.utils import gather_object
+
+        pairs = gather_object(pairs)
+    by_row = dict(pairs)
+    return [by_row[i] for i in range(n)]

@@ -22,7 +22,9 @@ from trl import GRPOTrainer
 
 from r1vision.trainer.checkpoint import CheckpointRenameMixin
 from r1vision.trainer.config import VisionGRPOConfig
-from r1vision.trainer.setup import VisionSetupMixin
+from r1vision.trainer.logline import use_compact_log
+from r1vision.trainer.output import FinalOutputMixin
+from r1vision.trainer.setup import VisionSetupMixin, drop_vision_input_grad_hooks
 from r1vision.trainer.validation import prompt_texts, row_label
 from r1vision.vision.images import images_of_row, vision_columns, with_vision_columns
 
@@ -33,8 +35,10 @@ class ImagePlaceholderMismatchError(ValueError):
     """The tokenized prompt's image tokens do not match the number of image features of its images."""
 
 
-class VisionGRPOTrainer(CheckpointRenameMixin, VisionSetupMixin, GRPOTrainer):
+class VisionGRPOTrainer(FinalOutputMixin, CheckpointRenameMixin, VisionSetupMixin, GRPOTrainer):
     """GRPO for Qwen-VL models on image datasets. Takes the same arguments as ``trl.GRPOTrainer``."""
+
+    _r1vision_kind = "grpo"
 
     def __init__(
         self,
@@ -88,6 +92,8 @@ class VisionGRPOTrainer(CheckpointRenameMixin, VisionSetupMixin, GRPOTrainer):
                 callbacks=callbacks,
                 **kwargs,
             )
+        use_compact_log(self)
+        drop_vision_input_grad_hooks(self.model)
         self._image_cache: tuple[Any, dict[str, Any]] | None = None
         self._batch_labels: list[str] = []
         self._last_rewards_per_func: torch.Tensor | None = None

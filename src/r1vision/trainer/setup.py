@@ -150,3 +150,38 @@ class VisionSetupMixin:
         super().__init__(args=args, **trl_kwargs)  # type: ignore[call-arg]
         if args.freeze_vision_tower:
             freeze_vision_tower(self.model)  # type: ignore[attr-defined]
+
+
+def drop_vision_input_grad_hooks(model: Any) -> int:
+    """Remove the input-requires-grad hooks transformers put on the vision tower's input embedding.
+
+    TRL calls ``enable_input_require_grads()`` for LoRA with gradient checkpointing; transformers hooks the
+    input embeddings of *every* sub-model, so Qwen-VL's ``visual.patch_embed`` output requires grad and
+    autograd keeps (and, with checkpointing, recomputes) the frozen tower's graph for nothing. The language
+    model's hook, the one LoRA needs, stays. Returns how many hooks were removed.
+    """
+    removed = 0
+    for module in model.modules():
+        hooks = getattr(module, "_require_grads_hooks", None)
+        if not hooks:
+            continue
+        keep = []
+        for handle in hooks:
+            owner = _hook_owner(module, handle)
+            if owner is not None and is_vision_param(owner + ".weight"):
+                handle.remove()
+                removed += 1
+            else:
+                keep.append(handle)
+        module._require_grads_hooks = keep
+        if hasattr(module, "_require_grads_hook"):
+            module._require_grads_hook = keep[0] if keep else None
+    return removed
+
+
+def _hook_owner(root: Any, handle: Any) -> str | None:
+    """The name (below ``root``) of the module whose forward hooks hold ``handle``."""
+    for name, module in root.named_modules():
+        if handle.id in getattr(module, "_forward_hooks", {}):
+            return name
+    return None

@@ -13,7 +13,9 @@ from trl import SFTTrainer
 
 from r1vision.trainer.checkpoint import CheckpointRenameMixin
 from r1vision.trainer.config import VisionSFTConfig
-from r1vision.trainer.setup import VisionSetupMixin
+from r1vision.trainer.logline import use_compact_log
+from r1vision.trainer.output import FinalOutputMixin
+from r1vision.trainer.setup import VisionSetupMixin, drop_vision_input_grad_hooks
 from r1vision.trainer.validation import check_sequence_lengths
 from r1vision.vision.budget import PixelBudget
 from r1vision.vision.images import fit_to_budget, images_of_row, load_image
@@ -39,8 +41,10 @@ class BudgetedImageCollator:
         return self.inner(prepared)
 
 
-class VisionSFTTrainer(CheckpointRenameMixin, VisionSetupMixin, SFTTrainer):
+class VisionSFTTrainer(FinalOutputMixin, CheckpointRenameMixin, VisionSetupMixin, SFTTrainer):
     """SFT for Qwen-VL models with r1vision's image handling. Same arguments as ``trl.SFTTrainer``."""
+
+    _r1vision_kind = "sft"
 
     def __init__(
         self,
@@ -78,12 +82,7 @@ class VisionSFTTrainer(CheckpointRenameMixin, VisionSetupMixin, SFTTrainer):
             callbacks=callbacks,
             **kwargs,
         )
+        use_compact_log(self)
+        drop_vision_input_grad_hooks(self.model)
         if getattr(self, "_is_vision_dataset", False) and self.pixel_budget is not None:
             self.data_collator = BudgetedImageCollator(self.data_collator, self.pixel_budget, args.image_root)
-
-    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
-        """Save as TRL does, plus the processor, so the folder loads as a complete model for GRPO."""
-        super().save_model(output_dir, _internal_call)
-        target = output_dir or self.args.output_dir
-        if self.args.should_save:
-            self.processing_class.save_pretrained(target)

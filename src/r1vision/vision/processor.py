@@ -28,6 +28,7 @@ class _ImageOnlyMixin:
     """Shared behaviour: no video processor, and save under the stock class name."""
 
     _stock_name: str = ""
+    _video_type: str = ""
 
     def to_dict(self) -> dict[str, Any]:  # type: ignore[override]
         out = super().to_dict()  # type: ignore[misc]
@@ -41,15 +42,40 @@ class _ImageOnlyMixin:
         # ProcessorMixin stamps the tokenizer with type(self).__name__ before saving it; stamp the stock name.
         tokenizer._set_processor_class = lambda _name: type(tokenizer)._set_processor_class(tokenizer, stock)
         try:
-            return super().save_pretrained(save_directory, *args, **kwargs)  # type: ignore[misc]
+            out = super().save_pretrained(save_directory, *args, **kwargs)  # type: ignore[misc]
         finally:
             del tokenizer._set_processor_class
+        write_video_config(self.image_processor, save_directory, stock, self._video_type)  # type: ignore[attr-defined]
+        return out
+
+
+# What a video-processor config shares with the image processor's (the Hub's Qwen3-VL layout).
+_VIDEO_KEYS = (
+    "size", "patch_size", "temporal_patch_size", "merge_size", "image_mean", "image_std", "do_resize",
+    "do_rescale", "rescale_factor", "do_normalize", "do_convert_rgb", "resample",
+)  # fmt: skip
+VIDEO_CONFIG = "video_preprocessor_config.json"
+
+
+def write_video_config(image_processor: Any, folder: Any, processor_class: str, video_type: str) -> None:
+    """Write ``video_preprocessor_config.json`` next to a saved processor, as the Hub's Qwen-VL checkpoints
+    carry one (Qwen3-VL) or fall back to their image config for it (Qwen2/2.5-VL). A torchvision install
+    loads the stock processor, which builds a video processor and raises ``OSError`` without such a config
+    (the folders r1vision wrote before had none)."""
+    import json
+    from pathlib import Path
+
+    values = image_processor.to_dict()
+    config = {k: values[k] for k in _VIDEO_KEYS if k in values}
+    config |= {"processor_class": processor_class, "video_processor_type": video_type}
+    (Path(folder) / VIDEO_CONFIG).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
 class ImageOnlyQwen2VLProcessor(_ImageOnlyMixin, Qwen2VLProcessor):
     """Qwen2-VL processor for images only (no torchvision needed)."""
 
     _stock_name = "Qwen2VLProcessor"
+    _video_type = "Qwen2VLVideoProcessor"
 
     def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
         kwargs.pop("video_processor", None)
@@ -62,6 +88,7 @@ class ImageOnlyQwen2_5_VLProcessor(_ImageOnlyMixin, Qwen2_5_VLProcessor):
     """Qwen2.5-VL processor for images only (no torchvision needed)."""
 
     _stock_name = "Qwen2_5_VLProcessor"
+    _video_type = "Qwen2VLVideoProcessor"  # Qwen2.5-VL's processor uses Qwen2-VL's video processor
 
     def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
         kwargs.pop("video_processor", None)
@@ -74,6 +101,7 @@ class ImageOnlyQwen3VLProcessor(_ImageOnlyMixin, Qwen3VLProcessor):
     """Qwen3-VL processor for images only (no torchvision needed)."""
 
     _stock_name = "Qwen3VLProcessor"
+    _video_type = "Qwen3VLVideoProcessor"
 
     def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):
         kwargs.pop("video_processor", None)
