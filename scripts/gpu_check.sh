@@ -1,84 +1,29 @@
 #!/usr/bin/env bash
-# What to run first on a GPU node, before any real run: environment, every shipped recipe's dry run,
-# the selftest for each layout x generation backend (2 GRPO steps on a tiny model each), and the backend
-# benchmark on a random-weight model of real shape (no download: built from its config).
+# The first thing to run on a GPU machine: r1vision against stock TRL on one card, ~9 minutes, no vLLM and
+# no internet needed (scripts/gpu_check.py says what each phase checks). Ends with GPU-CHECK: PASS|FAIL.
 #
-#   bash scripts/gpu_check.sh                  # everything, results under gpu_check/
-#   QUICK=1 bash scripts/gpu_check.sh          # selftests only (no benchmark)
+#   bash scripts/gpu_check.sh [--out gpu_check] [--budget 540]     # on the GPU machine
+#   bash scripts/gpu_check.sh --cpu-smoke --out /tmp/gc           # the same phases, tiny, on a CPU
 #
-# Environment: PYTHON (python), OUT (gpu_check), NPROC (processes for ddp/zero3: 2, or 1 with one GPU),
-# SHAPE (benchmark model shape: qwen2.5-vl-3b), ZERO (benchmark ZeRO stages: 0,3), LAYOUTS
-# (single ddp zero3), BACKENDS (hf vllm_colocate vllm_server), QUICK (0).
-# Exit code: 0 only if every check passed. The benchmark table (markdown) ends up in OUT/bench.md, ready
-# for benchmarks/RESULTS.md.
+# A bare machine (torch preinstalled, nothing else): bring the small wheels along first, on a machine with
+# the package index: `bash scripts/gpu_check_wheels.sh` writes .whl/ (trl, transformers, peft, datasets,
+# accelerate, deepspeed, ...); this script installs them from there when they are missing (--no-index).
+# PYTHON: the interpreter (default: the checkout's .venv, else python3). Results: OUT/report.md,
+# OUT/report.json, OUT/logs/.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-PYTHON="${PYTHON:-python}"
-OUT="${OUT:-gpu_check}"
-GPUS="$(nvidia-smi -L 2>/dev/null | wc -l)"
-NPROC="${NPROC:-$([[ "$GPUS" -ge 2 ]] && echo 2 || echo 1)}"
-SHAPE="${SHAPE:-qwen2.5-vl-3b}"
-ZERO="${ZERO:-0,3}"
-read -r -a LAYOUTS <<< "${LAYOUTS:-single ddp zero3}"
-read -r -a BACKENDS <<< "${BACKENDS:-hf vllm_colocate vllm_server}"
-QUICK="${QUICK:-0}"
-mkdir -p "$OUT"
-cd "$ROOT"
-if [[ "$GPUS" -lt 1 ]]; then
-  echo "gpu_check.sh: no GPU visible (nvidia-smi -L lists none); on CPU run: r1vision selftest" >&2
-  exit 2
+if [[ -z "${PYTHON:-}" ]]; then
+  if [[ -x "$ROOT/.venv/bin/python" ]]; then PYTHON="$ROOT/.venv/bin/python"; else PYTHON="$(command -v python3)"; fi
 fi
-
-declare -a SUMMARY=()
-FAILED=0
-check() {  # check NAME COMMAND...: run, log to OUT/NAME.log, record PASS/FAIL with the wall time
-  local name="$1"; shift
-  local start=$SECONDS
-  if "$@" >"$OUT/$name.log" 2>&1; then
-    SUMMARY+=("PASS  $name ($((SECONDS - start)) s)")
+if ! "$PYTHON" -c "import trl, transformers, peft, datasets, accelerate" 2>/dev/null; then
+  if [[ -d "$ROOT/.whl" ]]; then
+    echo "gpu_check.sh: installing the carried wheels from $ROOT/.whl" >&2
+    "$PYTHON" -m pip install -q --no-index --find-links "$ROOT/.whl" --no-deps "$ROOT"/.whl/*.whl || exit 2
   else
-    SUMMARY+=("FAIL  $name ($((SECONDS - start)) s): see $OUT/$name.log")
-    FAILED=1
+    echo "gpu_check.sh: trl/transformers/peft/datasets/accelerate missing and no .whl/ to install them from" \
+      "(bash scripts/gpu_check_wheels.sh on a machine with the package index)" >&2
+    exit 2
   fi
-  echo "${SUMMARY[-1]}"
-}
-
-check environment bash -c "nvidia-smi && $PYTHON -c 'import torch, trl, transformers, vllm; \
-print(torch.__version__, torch.version.cuda, torch.cuda.device_count(), trl.__version__, \
-transformers.__version__, vllm.__version__)'"
-
-# Every shipped recipe resolves and fits (or says why not) on this node's cards.
-CARD_GB="$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -n 1 | awk '{print int($1 / 1024)}')"
-for recipe in configs/recipes/*.yaml; do
-  name="$(basename "$recipe" .yaml)"
-  model=()
-  grep -q '^model:' "$recipe" || case "$name" in
-    svg_*) model=(--model Qwen/Qwen3-VL-4B-Instruct) ;;
-    *) model=(--model Qwen/Qwen2.5-VL-3B-Instruct) ;;
-  esac
-  budget=()  # no budget in the recipe: the processor's (up to 16384 tokens per image) would be judged
-  grep -q '^max_pixels:' "$recipe" || budget=(--max_pixels 401408)
-  kind=grpo; [[ "$name" == *sft* ]] && kind=sft
-  check "dry-run-$name" "$PYTHON" -m r1vision.cli "$kind" --config "$recipe" "${model[@]}" "${budget[@]}" \
-    --dry-run --gpus "$GPUS" --zero 3 --card-gb "$CARD_GB"
-done
-
-for layout in "${LAYOUTS[@]}"; do
-  for backend in "${BACKENDS[@]}"; do
-    if [[ "$layout" != single && "$NPROC" -lt 2 ]]; then continue; fi
-    check "selftest-$layout-$backend" "$PYTHON" -m r1vision.cli selftest --layout "$layout" \
-      --nproc "$NPROC" --backend "$backend"
-  done
-done
-
-if [[ "$QUICK" != 1 ]]; then
-  check "bench-$SHAPE" "$PYTHON" benchmarks/bench_backends.py --shape "$SHAPE" --zero "$ZERO" \
-    --backends hf,vllm_colocate --json-out "$OUT/bench.json"
-  # the table the benchmark printed, for benchmarks/RESULTS.md
-  grep '^|' "$OUT/bench-$SHAPE.log" > "$OUT/bench.md" || true
 fi
-
-echo
-echo "gpu_check summary ($GPUS GPU(s), ${CARD_GB} GiB each):"
-printf '  %s\n' "${SUMMARY[@]}" | tee "$OUT/summary.txt"
-exit "$FAILED"
+cd "$ROOT"
+PYTHONPATH="$ROOT/src${PYTHONPATH:+:$PYTHONPATH}" exec "$PYTHON" "$ROOT/scripts/gpu_check.py" "$@"

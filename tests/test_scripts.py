@@ -252,8 +252,8 @@ def test_local_zero3_single_vllm_server(fake_slurm):
     assert _calls(log, "trl") == []
 
 
-def test_gpu_check_runs_every_check(tmp_path):
-    """scripts/gpu_check.sh against stub nvidia-smi / python: a dry run per shipped recipe, a selftest per
+def test_gpu_stack_check_runs_every_check(tmp_path):
+    """scripts/gpu_stack_check.sh against stub nvidia-smi / python: a dry run per shipped recipe, a selftest per
     layout x backend, the benchmark, and a failing check makes the exit code non-zero."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -268,7 +268,7 @@ def test_gpu_check_runs_every_check(tmp_path):
         f.chmod(0o755)
     env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", STUB_LOG=str(log), PYTHON="py",
                OUT=str(tmp_path / "out"), FAIL_ON="no-such-argument")  # fmt: skip
-    script = ROOT / "scripts" / "gpu_check.sh"
+    script = ROOT / "scripts" / "gpu_stack_check.sh"
     proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     calls = [shlex.split(line)[1:] for line in log.read_text().splitlines()]

@@ -158,6 +158,8 @@ def _logp_gap(history: list[dict]) -> float:
 def _grpo(workdir: Path, family: str, layout: str, backend: str = "hf") -> str:
     import math
 
+    import torch
+
     from r1vision.tasks import get_task
     from r1vision.tasks.base import RunContext
     from r1vision.trainer.config import VisionGRPOConfig
@@ -187,7 +189,7 @@ def _grpo(workdir: Path, family: str, layout: str, backend: str = "hf") -> str:
         logging_steps=1,
         report_to=[],
         save_strategy="no",
-        use_cpu=True,
+        use_cpu=not torch.cuda.is_available(),  # on a GPU node the check must train on the GPU
         min_pixels=56 * 56,
         max_pixels=56 * 56,
         learning_rate=1e-3,

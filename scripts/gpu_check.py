@@ -1,0 +1,580 @@
+"""The first thing to run on a GPU: r1vision's training and weight-sync paths against stock TRL, on one card.
+
+Fits a bare machine (one H100 80 GB or H200, CUDA 13, torch preinstalled, no internet, no vLLM; the small
+wheels r1vision needs carried along, see ``gpu_check.sh``) in about 9 minutes (``--budget``). Phases:
+
+1. **env**: versions, CUDA usable (FAIL if not: every later run would train on the CPU), bf16, flash-attn;
+   static checks on Qwen2.5-VL-7B's real layout (meta device, no memory): the weight sync of a default and
+   of a ``q_proj v_proj`` LoRA sends whole vLLM-fused groups, under names vLLM can place.
+2. **build**: a model at Qwen2.5-VL-7B widths (hidden 3584, vocab 152064, vision 1280) with few layers
+   (``--text-layers``, ``--vision-depth``: ~2.2B parameters by default), random bf16 weights, r1vision's
+   offline processor; the folder must load with ``AutoProcessor`` and resolve a video-processor config
+   (what a torchvision install's stock processor needs).
+3. **runs**, each in its own process (clean peaks): stock ``trl.GRPOTrainer`` and ``VisionGRPOTrainer`` on
+   the same rows and seeds, full fine-tuning and LoRA, plain and under the shipped
+   ``configs/deepspeed/zero3.json`` (``accelerate launch --zero3_init_flag true``). Fixed-length
+   completions (EOS and vision tokens suppressed) so both do the same work. Recorded: step time, peak
+   memory, parameter dtype, finite loss, weights moved, input-grad hooks on the vision tower.
+4. **sync probe** (r1vision LoRA runs): the streamed sync's names (fused groups whole, vLLM roots), merged
+   values against ``W + s*B@A`` computed independently, base weights unchanged after repeated syncs,
+   the sync's extra peak streamed vs holding every tensor (what the colocate backend did), and the
+   per-rank push rate (GPU->CPU copy + safetensors serialisation).
+5. **report**: ``report.md`` / ``report.json``: r1vision vs stock (step time FAIL above x1.5, WARN above
+   x1.15; peak memory FAIL above x1.25, WARN above x1.10 — on a GPU only), measured peak vs
+   ``r1vision.estimate`` (WARN above x1.2); the last line is ``GPU-CHECK: PASS`` or ``GPU-CHECK: FAIL``
+   (exit 1).
+
+``--cpu-smoke`` runs the same phases at tiny sizes on the CPU (timings and memory are then informative
+only); it is part of the test suite (``tests/test_gpu_check.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+FAMILY = "qwen2_5_vl"
+SUPPRESS = (
+    "<|im_end|>",
+    "<|endoftext|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+)
+# The runs, most valuable first (a run that no longer fits the budget is reported SKIPPED).
+RUNS = [
+    # name, trainer, lora rank, zero3, probe
+    ("trl-full", "trl", 0, False, False),
+    ("r1v-full", "r1v", 0, False, False),
+    ("r1v-lora", "r1v", 64, False, True),
+    ("trl-lora", "trl", 64, False, False),
+    ("r1v-z3-lora", "r1v", 64, True, True),
+    ("r1v-z3-full", "r1v", 0, True, False),
+    ("trl-z3-full", "trl", 0, True, False),
+]
+PAIRS = [("r1v-full", "trl-full"), ("r1v-lora", "trl-lora"), ("r1v-z3-full", "trl-z3-full")]
+
+
+def gib(n: float) -> float:
+    return round(float(n) / 2**30, 3)
+
+
+def write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, default=str))
+
+
+# ------------------------------------------------------------------------------------------------ env
+def phase_env(cpu_smoke: bool) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    import importlib
+    import importlib.util
+    import platform
+
+    info: dict[str, Any] = {"python": platform.python_version()}
+    checks: list[tuple[str, str]] = []
+    for name in (
+        "torch",
+        "transformers",
+        "trl",
+        "peft",
+        "accelerate",
+        "datasets",
+        "deepspeed",
+        "torchvision",
+    ):
+        try:
+            info[name] = getattr(importlib.import_module(name), "__version__", "?")
+        except Exception as exc:  # noqa: BLE001 - recorded and judged
+            info[name] = f"IMPORT FAILED: {type(exc).__name__}: {exc}"
+            if name in ("trl", "transformers", "peft", "datasets", "accelerate"):
+                checks.append(("FAIL", f"{name} does not import: {exc}"))
+    import torch
+
+    info["cuda"] = torch.cuda.is_available()
+    info["torch_cuda"] = torch.version.cuda
+    info["flash_attn"] = importlib.util.find_spec("flash_attn") is not None
+    if torch.cuda.is_available():
+        info["device"] = torch.cuda.get_device_name(0)
+        info["memory_total_gib"] = gib(torch.cuda.get_device_properties(0).total_memory)
+        info["bf16"] = torch.cuda.is_bf16_supported()
+        checks.append(
+            ("PASS" if info["bf16"] else "FAIL", f"CUDA usable on {info['device']}, bf16 {info['bf16']}")
+        )
+    elif cpu_smoke:
+        checks.append(("PASS", "CPU smoke run: no CUDA expected"))
+    else:
+        checks.append(("FAIL", "torch.cuda.is_available() is False: every run would train on the CPU"))
+    try:
+        checks += static_sync_checks()
+    except Exception as exc:  # noqa: BLE001
+        checks.append(("FAIL", f"static sync checks crashed: {type(exc).__name__}: {exc}"))
+    return info, checks
+
+
+def fused_gaps(names: list[str]) -> list[str]:
+    """Places where a sync sends part of a group vLLM fuses into one tensor."""
+    from r1vision.generation.weight_sync import FUSED_GROUPS, module_of
+
+    sent = {module_of(n) for n in names}
+    gaps = []
+    for path in sorted(sent):
+        parent, _, leaf = path.rpartition(".")
+        for group in FUSED_GROUPS:
+            if leaf in group and not all(f"{parent}.{m}" in sent for m in group):
+                gaps.append(f"{parent}: {leaf} without all of {'/'.join(group)}")
+    return gaps
+
+
+def bad_roots(names: list[str]) -> list[str]:
+    """Names vLLM's Qwen-VL mapping cannot place (outside the language model, the vision tower, lm_head)."""
+    ok = ("model.language_model.", "model.visual.", "lm_head.")
+    return [n for n in names if not n.startswith(ok)]
+
+
+def static_sync_checks() -> list[tuple[str, str]]:
+    """r1vision's sync on Qwen2.5-VL-7B's real layout (meta device): default LoRA and q_proj v_proj."""
+    import torch
+    from peft import get_peft_model
+    from transformers import AutoModelForImageTextToText
+
+    from r1vision.estimate import load_model_config
+    from r1vision.generation.weight_sync import sync_param_names
+    from r1vision.trainer.setup import freeze_vision_tower, lora_config
+
+    checks = []
+    config = load_model_config("qwen2.5-vl-7b")
+    for label, targets in (("all-linear-lm", ["all-linear-lm"]), ("q_proj v_proj", ["q_proj", "v_proj"])):
+        with torch.device("meta"):
+            model = AutoModelForImageTextToText.from_config(config)
+            freeze_vision_tower(model)
+            model = get_peft_model(model, lora_config(16, 32, 0.0, targets))
+        names = sync_param_names(model)
+        gaps, roots = fused_gaps(names), bad_roots(names)
+        if gaps or roots:
+            checks.append(
+                ("FAIL", f"LoRA {label}: sync splits fused groups {gaps[:2]} / unplaceable {roots[:2]}")
+            )
+        else:
+            checks.append(
+                ("PASS", f"LoRA {label} on the 7B layout: {len(names)} tensors, fused groups whole")
+            )
+    return checks
+
+
+# ---------------------------------------------------------------------------------------------- build
+def phase_build(
+    out: Path, cpu_smoke: bool, text_layers: int, vision_depth: int, side: int
+) -> tuple[Path, list]:
+    from importlib import resources
+
+    from transformers import AutoProcessor
+    from transformers.video_processing_utils import BaseVideoProcessor
+
+    import r1vision  # noqa: F401 - processor registration, as in a real run
+    from r1vision.testing.shaped import make_shaped_model
+    from r1vision.testing.tiny import make_tiny_model
+
+    target = out / "model"
+    if cpu_smoke:
+        make_tiny_model(FAMILY, target, max_pixels=side * side)
+    else:
+        shape = json.loads(
+            (resources.files("r1vision") / "data" / "model_shapes" / "qwen2.5-vl-7b.json").read_text()
+        )
+        shape["text_config"]["num_hidden_layers"] = text_layers
+        shape["vision_config"]["depth"] = vision_depth
+        shape["vision_config"]["fullatt_block_indexes"] = [i for i in range(vision_depth) if i % 4 == 3]
+        write_json(out / "shape.json", shape)
+        make_shaped_model(str(out / "shape.json"), target, dtype="bfloat16", max_pixels=side * side)
+    checks = []
+    try:
+        processor = AutoProcessor.from_pretrained(target)
+        BaseVideoProcessor.get_video_processor_dict(str(target))
+        checks.append(("PASS", f"the model folder loads ({type(processor).__name__}) and has a video config"))
+    except Exception as exc:  # noqa: BLE001
+        checks.append(("FAIL", f"the model folder does not load as stock processors need: {exc}"[:300]))
+    return target, checks
+
+
+# ------------------------------------------------------------------------------------------------ run
+def rows(n: int, side: int):
+    """``n`` rows of one aligned ``side`` px image and a question (neither trainer resizes it)."""
+    import random
+
+    from datasets import Dataset
+    from PIL import Image, ImageDraw
+
+    rng = random.Random(0)
+    out = []
+    for _ in range(n):
+        colour = rng.choice(["red", "green", "blue", "yellow"])
+        image = Image.new("RGB", (side, side), "white")
+        x, y, r = rng.randint(side // 4, 3 * side // 4), rng.randint(side // 4, 3 * side // 4), side // 8
+        ImageDraw.Draw(image).ellipse([x - r, y - r, x + r, y + r], fill=colour)
+        prompt = [
+            {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "What colour is it?"}]}
+        ]
+        out.append({"prompt": prompt, "images": [image], "answer": colour})
+    return Dataset.from_list(out)
+
+
+def varied(completions: list, **kwargs: Any) -> list[float]:
+    """Deterministic and different per completion, so advantages are non-zero and weights move."""
+    return [float(len(str(c)) % 7) / 7 for c in completions]
+
+
+def run_one(a: argparse.Namespace) -> int:
+    """One training configuration (``--run NAME``); writes ``runs/NAME.json``."""
+    import torch
+    from transformers import AutoTokenizer, TrainerCallback
+
+    import r1vision  # noqa: F401
+
+    out = Path(a.out)
+    model_path = str(out / "model")
+    gpu = torch.cuda.is_available()
+    tok = AutoTokenizer.from_pretrained(model_path)
+    common = dict(
+        output_dir=str(out / "trainer" / a.run), per_device_train_batch_size=a.batch, num_generations=a.batch,
+        max_completion_length=a.completion, max_steps=a.steps, learning_rate=5e-4, logging_steps=1,
+        report_to=[], save_strategy="no", bf16=gpu, use_cpu=not gpu, seed=0, disable_tqdm=True,
+        generation_kwargs={"suppress_tokens": [tok.convert_tokens_to_ids(t) for t in SUPPRESS]},
+    )  # fmt: skip
+    data = rows(a.batch * a.steps, a.side)
+    if a.trainer == "r1v":
+        from r1vision.trainer.config import VisionGRPOConfig
+        from r1vision.trainer.grpo import VisionGRPOTrainer
+
+        extra = {"max_pixels": a.side * a.side, "min_pixels": a.side * a.side // 4}
+        if a.lora:
+            extra |= {"lora_r": a.lora, "lora_alpha": 2 * a.lora, "freeze_vision_tower": True}
+        if gpu:
+            extra["dtype"] = "bfloat16"
+        trainer = VisionGRPOTrainer(
+            model_path, [varied], args=VisionGRPOConfig(**common, **extra), train_dataset=data
+        )
+    else:
+        from trl import GRPOConfig, GRPOTrainer
+
+        peft_config = None
+        if a.lora:
+            from r1vision.trainer.setup import lora_config
+
+            peft_config = lora_config(a.lora, 2 * a.lora, 0.0, ["all-linear-lm"])
+        args = GRPOConfig(**common, model_init_kwargs={"dtype": "bfloat16"} if gpu else None)
+        trainer = GRPOTrainer(model_path, [varied], args=args, train_dataset=data, peft_config=peft_config)
+
+    times: list[float] = []
+
+    class Clock(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):
+            self.start = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if gpu:
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - self.start)
+
+    trainer.add_callback(Clock())
+    model = trainer.model
+    params = [p for p in model.parameters()]
+    sharded = [p for p in params if hasattr(p, "ds_numel")]
+    dtype = str(
+        sharded[0].ds_tensor.dtype if sharded else next(p.dtype for p in params if p.is_floating_point())
+    )
+    watched = [(n, p) for n, p in model.named_parameters() if p.requires_grad][:3]
+    before = _snapshot(watched)
+    hooked = [n for n, m in model.named_modules() if any(
+        getattr(h, "__name__", "") == "make_inputs_require_grads" for h in m._forward_hooks.values())]  # fmt: skip
+    if gpu:
+        torch.cuda.reset_peak_memory_stats()
+    trainer.train()
+    peak = torch.cuda.max_memory_allocated() if gpu else _rss_peak()
+    after = _snapshot(watched)
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    result: dict[str, Any] = {
+        "name": a.run, "trainer": a.trainer, "lora": a.lora, "zero3": bool(sharded), "param_dtype": dtype,
+        "step_seconds": sorted(times)[len(times) // 2] if times else None, "steps": len(times),
+        "peak_gib": gib(peak), "losses_finite": bool(losses) and all(math.isfinite(x) for x in losses),
+        "weights_moved": any(not torch.equal(before[n], after[n]) for n in before),
+        "vision_input_grad_hooks": [n for n in hooked if "visual" in n],
+    }  # fmt: skip
+    if a.probe:
+        result["probe"] = sync_probe(trainer, gpu)
+    write_json(out / "runs" / f"{a.run}.json", result)
+    return 0
+
+
+def _snapshot(named: list) -> dict[str, Any]:
+    ctx: Any = contextlib.nullcontext()
+    if any(hasattr(p, "ds_numel") for _, p in named):
+        import deepspeed
+
+        ctx = deepspeed.zero.GatheredParameters([p for _, p in named])
+    with ctx:
+        return {n: p.detach().float().cpu().clone() for n, p in named}
+
+
+def _rss_peak() -> int:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def sync_probe(trainer: Any, gpu: bool) -> dict[str, Any]:
+    """r1vision's weight-sync iteration on the trained model, as the vLLM backends consume it."""
+    import torch
+
+    from r1vision.generation.weight_sync import iter_sync_tensors, merged_weight, sync_param_names
+
+    model = trainer.model
+    gather = _gather_fn(model)
+    names = sync_param_names(model)
+    out: dict[str, Any] = {
+        "tensors": len(names),
+        "fused_gaps": fused_gaps(names),
+        "bad_roots": bad_roots(names),
+    }
+    # streamed (what the backends do now) against holding every tensor (what the colocate backend did)
+    base_alloc = torch.cuda.memory_allocated() if gpu else 0
+    if gpu:
+        torch.cuda.reset_peak_memory_stats()
+    largest = total = 0
+    for _, tensor in iter_sync_tensors(model, gather):
+        size = tensor.numel() * tensor.element_size()
+        largest, total = max(largest, size), total + size
+    streamed = (torch.cuda.max_memory_allocated() - base_alloc) if gpu else largest
+    out |= {
+        "streamed_extra_peak_gib": float(f"{streamed / 2**30:.3g}"),
+        "held_all_gib": float(f"{total / 2**30:.3g}"),
+    }
+    # merged values against W + s * B @ A computed here, and no drift of the base after repeated syncs
+    errors, drift = [], False
+    layers = [m for _, m in model.named_modules() if "default" in getattr(m, "lora_A", {})][:4]
+    snapshots = []
+    for layer in layers:
+        with gather(list(layer.parameters())):
+            base = layer.get_base_layer().weight.detach().float()
+            a, b = layer.lora_A["default"].weight.float(), layer.lora_B["default"].weight.float()
+            want = base + layer.scaling["default"] * (b @ a)
+            got = merged_weight(layer).float()
+            errors.append(float((got - want).abs().max() / (want.abs().max() + 1e-12)))
+            snapshots.append(layer.get_base_layer().weight.detach().clone())
+    for _ in range(5 if layers else 0):  # repeated syncs must leave the base weights bit-identical
+        for _ in iter_sync_tensors(model, gather):
+            pass
+    for layer, snapshot in zip(layers, snapshots, strict=True):
+        with gather(list(layer.parameters())):
+            drift = drift or not torch.equal(snapshot, layer.get_base_layer().weight.detach())
+    out |= {"merge_rel_error": max(errors) if errors else None, "base_drift": drift}
+    # the per-rank push: device -> CPU copy and safetensors serialisation, the part r1vision controls
+    from safetensors.torch import save
+
+    start, moved = time.perf_counter(), 0
+    chunk: dict[str, Any] = {}
+    for name, tensor in iter_sync_tensors(model, gather):
+        chunk[name] = tensor.detach().to("cpu", copy=True).contiguous()
+        moved += chunk[name].numel() * chunk[name].element_size()
+        if moved >= 256 * 2**20:
+            save(chunk)
+            chunk = {}
+    if chunk:
+        save(chunk)
+    seconds = time.perf_counter() - start
+    out["per_rank_gib_per_s"] = float(f"{moved / 2**30 / seconds:.3g}") if seconds > 0 else None
+    return out
+
+
+def _gather_fn(model: Any):
+    if any(hasattr(p, "ds_numel") for p in model.parameters()):
+        import deepspeed
+
+        return lambda params: deepspeed.zero.GatheredParameters(params)
+    return lambda params: contextlib.nullcontext()
+
+
+# --------------------------------------------------------------------------------------------- report
+def judge(
+    results: dict[str, dict[str, Any]], gpu: bool, estimates: dict[str, float]
+) -> list[tuple[str, str]]:
+    checks: list[tuple[str, str]] = []
+    for name, r in results.items():
+        if r.get("skipped"):
+            checks.append(("WARN", f"{name}: skipped ({r['skipped']})"))
+            continue
+        if r.get("error"):
+            checks.append(("FAIL", f"{name}: {r['error']}"))
+            continue
+        ok = r["losses_finite"] and r["weights_moved"]
+        checks.append(("PASS" if ok else "FAIL", f"{name}: loss finite {r['losses_finite']}, weights moved "
+                       f"{r['weights_moved']}, {r['param_dtype']}, step {r['step_seconds']:.2f} s, peak {r['peak_gib']} GiB"))  # fmt: skip
+        if r["trainer"] == "r1v" and r["vision_input_grad_hooks"]:
+            checks.append(
+                (
+                    "FAIL",
+                    f"{name}: the frozen vision tower is hooked for input grads {r['vision_input_grad_hooks']}",
+                )
+            )
+        probe = r.get("probe")
+        if probe:
+            bad = (
+                probe["fused_gaps"]
+                or probe["bad_roots"]
+                or probe["base_drift"]
+                or (probe["merge_rel_error"] or 0) > 1e-2
+            )
+            checks.append(("FAIL" if bad else "PASS", f"{name} sync: {probe['tensors']} tensors, fused gaps "
+                           f"{len(probe['fused_gaps'])}, merge error {probe['merge_rel_error']}, drift {probe['base_drift']}, "
+                           f"streamed +{probe['streamed_extra_peak_gib']} GiB vs {probe['held_all_gib']} GiB held, "
+                           f"per-rank {probe['per_rank_gib_per_s']} GiB/s"))  # fmt: skip
+        if gpu and name in estimates and r["peak_gib"] > 1.2 * estimates[name]:
+            checks.append(
+                (
+                    "WARN",
+                    f"{name}: measured peak {r['peak_gib']} GiB > 1.2 x estimate {estimates[name]:.2f} GiB",
+                )
+            )
+    for ours, stock in PAIRS:
+        a, b = results.get(ours, {}), results.get(stock, {})
+        if not a.get("step_seconds") or not b.get("step_seconds"):
+            continue
+        t, m = a["step_seconds"] / b["step_seconds"], a["peak_gib"] / max(b["peak_gib"], 1e-9)
+        level = "PASS"
+        if gpu and (t > 1.5 or m > 1.25):
+            level = "FAIL"
+        elif t > 1.15 or m > 1.10:
+            level = "WARN"
+        checks.append((level, f"{ours} / {stock}: step time x{t:.2f}, peak memory x{m:.2f}"))
+    return checks
+
+
+def estimate_peaks(model: Path, a: argparse.Namespace) -> dict[str, float]:
+    """``r1vision.estimate``'s peak for each run's setup, in GiB."""
+    from transformers import AutoConfig
+
+    from r1vision.estimate import GIB, TrainSetup, estimate, shape_of
+
+    shape = shape_of(AutoConfig.from_pretrained(model))
+    out = {}
+    for name, _, lora, zero3, _ in RUNS:
+        setup = TrainSetup(gpus=1, zero=3 if zero3 else 2, lora_r=lora, freeze_vision=bool(lora), batch=a.batch,
+                           prompt_tokens=32, completion_tokens=a.completion, max_pixels=a.side * a.side,
+                           num_generations=a.batch)  # fmt: skip
+        out[name] = estimate(shape, setup).peak / GIB
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--cpu-smoke", action="store_true", help="the same phases at tiny sizes on the CPU")
+    p.add_argument("--out", default="gpu_check")
+    p.add_argument("--budget", type=float, default=540.0, help="seconds for the whole check")
+    p.add_argument("--text-layers", type=int, default=4)
+    p.add_argument("--vision-depth", type=int, default=8)
+    p.add_argument("--steps", type=int, default=None)
+    p.add_argument("--completion", type=int, default=None)
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--side", type=int, default=None, help="image side in pixels (a multiple of 28)")
+    p.add_argument("--run", default=None, help=argparse.SUPPRESS)  # internal: one configuration
+    p.add_argument("--trainer", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--lora", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
+    a = p.parse_args()
+    a.side = a.side or (56 if a.cpu_smoke else 448)
+    a.steps = a.steps or (2 if a.cpu_smoke else 4)
+    a.completion = a.completion or (8 if a.cpu_smoke else 64)
+    if a.run:
+        return run_one(a)
+    started = time.time()
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    checks: list[tuple[str, str]] = []
+    info, env_checks = phase_env(a.cpu_smoke)
+    checks += env_checks
+    for status, text in env_checks:
+        print(f"{status}  env: {text}", flush=True)
+    results: dict[str, dict[str, Any]] = {}
+    model = None
+    if not any(s == "FAIL" for s, _ in env_checks):
+        model, build_checks = phase_build(out, a.cpu_smoke, a.text_layers, a.vision_depth, a.side)
+        checks += build_checks
+        for status, text in build_checks:
+            print(f"{status}  build: {text}", flush=True)
+        durations: list[float] = []
+        for name, trainer, lora, zero3, probe in RUNS:
+            left = a.budget - (time.time() - started)
+            expected = max(durations) if durations else 0.0
+            if left < expected * 1.2 or left < 20:
+                results[name] = {"skipped": f"{left:.0f} s of the budget left, a run takes ~{expected:.0f} s"}
+                continue
+            results[name] = launch(a, name, trainer, lora, zero3, probe, timeout=left)
+            durations.append(results[name].pop("wall_seconds", 0.0))
+            print(f"{'FAIL' if results[name].get('error') else 'done'}  {name}", flush=True)
+    estimates = estimate_peaks(model, a) if model is not None else {}
+    checks += judge(results, bool(info.get("cuda")), estimates)
+    verdict = "FAIL" if any(s == "FAIL" for s, _ in checks) else "PASS"
+    write_json(out / "report.json", {"env": info, "runs": results, "estimates_gib": estimates, "checks": checks,
+                                     "verdict": verdict, "seconds": round(time.time() - started, 1)})  # fmt: skip
+    lines = [f"# GPU check: {info.get('device', 'CPU smoke')}", "", f"torch {info.get('torch')} (CUDA {info.get('torch_cuda')}), "
+             f"trl {info.get('trl')}, transformers {info.get('transformers')}, deepspeed {info.get('deepspeed')}", "",
+             "| run | dtype | step s | peak GiB | estimate GiB |", "|---|---|---|---|---|"]  # fmt: skip
+    for name, r in results.items():
+        if "step_seconds" in r:
+            lines.append(f"| {name} | {r['param_dtype']} | {r['step_seconds']:.3f} | {r['peak_gib']} | "
+                         f"{estimates.get(name, float('nan')):.2f} |")  # fmt: skip
+    lines += ["", *[f"- {s} {t}" for s, t in checks], "", f"GPU-CHECK: {verdict}"]
+    (out / "report.md").write_text("\n".join(lines) + "\n")
+    for status, text in checks:
+        print(f"{status}  {text}", flush=True)
+    print(f"GPU-CHECK: {verdict}", flush=True)
+    return 0 if verdict == "PASS" else 1
+
+
+def launch(
+    a: argparse.Namespace, name: str, trainer: str, lora: int, zero3: bool, probe: bool, timeout: float
+) -> dict:
+    """One run in its own process (under ``accelerate launch`` with the shipped zero3.json for ZeRO-3)."""
+    args = [__file__, "--run", name, "--trainer", trainer, "--lora", str(lora), "--out", a.out,
+            "--steps", str(a.steps), "--completion", str(a.completion), "--batch", str(a.batch), "--side", str(a.side)]  # fmt: skip
+    if probe:
+        args.append("--probe")
+    if a.cpu_smoke:
+        args.append("--cpu-smoke")
+    if zero3:
+        cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "1", "--num_machines", "1",
+               "--use_deepspeed", "--deepspeed_config_file", str(ROOT / "configs" / "deepspeed" / "zero3.json"),
+               "--zero3_init_flag", "true", "--main_process_port", str(29500 + os.getpid() % 1000), *args]  # fmt: skip
+    else:
+        cmd = [sys.executable, *args]
+    env = dict(os.environ, TOKENIZERS_PARALLELISM="false")
+    log = Path(a.out) / "logs" / f"{name}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    start = time.time()
+    try:
+        with log.open("w") as f:
+            done = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f} s (log: {log})", "wall_seconds": time.time() - start}
+    result_file = Path(a.out) / "runs" / f"{name}.json"
+    if done.returncode != 0 or not result_file.is_file():
+        tail = log.read_text().strip().splitlines()[-1:] or ["?"]
+        return {
+            "error": f"exit {done.returncode}: {tail[0][:200]} (log: {log})",
+            "wall_seconds": time.time() - start,
+        }
+    return json.loads(result_file.read_text()) | {"wall_seconds": time.time() - start}
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT / "src"))
+    raise SystemExit(main())

@@ -1,0 +1,62 @@
+"""scripts/gpu_check.sh --cpu-smoke: the GPU check's phases at tiny sizes on the CPU (env with the static
+sync checks on the real 7B layout, build, stock TRL vs r1vision runs plain and under the shipped
+zero3.json, the sync probe, the report), ending GPU-CHECK: PASS."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from tests.helpers.paths import ROOT, env_with_src
+
+
+def test_cpu_smoke_runs_every_phase(tmp_path):
+    out = tmp_path / "gc"
+    env = env_with_src(OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
+    env.pop("PYTHON", None)
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "gpu_check.sh"), "--cpu-smoke", "--out", str(out), "--budget", "900"],
+        capture_output=True, text=True, env=env, timeout=1200,
+    )  # fmt: skip
+    assert done.stdout.strip().splitlines()[-1] == "GPU-CHECK: PASS", (
+        done.stdout[-4000:] + done.stderr[-2000:]
+    )
+    report = json.loads((out / "report.json").read_text())
+    runs = report["runs"]
+    assert set(runs) == {
+        "trl-full",
+        "r1v-full",
+        "r1v-lora",
+        "trl-lora",
+        "r1v-z3-lora",
+        "r1v-z3-full",
+        "trl-z3-full",
+    }
+    assert all(r["losses_finite"] and r["weights_moved"] for r in runs.values())
+    assert runs["r1v-z3-lora"]["zero3"] and not runs["r1v-lora"]["zero3"]
+    for name in ("r1v-lora", "r1v-z3-lora"):
+        probe = runs[name]["probe"]
+        assert probe["fused_gaps"] == [] and probe["bad_roots"] == [] and probe["base_drift"] is False
+        assert probe["merge_rel_error"] < 1e-5 and probe["tensors"] > 0
+        assert runs[name]["vision_input_grad_hooks"] == []
+    assert any(
+        "q_proj v_proj on the 7B layout" in text and status == "PASS" for status, text in report["checks"]
+    )
+    assert "GPU-CHECK: PASS" in (out / "report.md").read_text()
+
+
+def test_the_check_refuses_a_machine_without_cuda_outside_smoke_mode(tmp_path):
+    """Without --cpu-smoke a machine without CUDA is a FAIL (the old check passed while training on CPU)."""
+    import pytest
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is usable here: the refusal does not apply (the full check would run)")
+    env = env_with_src(HF_HUB_OFFLINE="1")
+    env.pop("PYTHON", None)
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "gpu_check.sh"), "--out", str(tmp_path / "gc")],
+        capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    assert "FAIL  env: torch.cuda.is_available() is False" in done.stdout
+    assert done.returncode == 1 and done.stdout.strip().endswith("GPU-CHECK: FAIL")
