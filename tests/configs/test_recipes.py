@@ -13,9 +13,9 @@ from r1vision.runners.train import ScriptArguments
 from r1vision.tasks import get_task
 from r1vision.trainer.config import VisionGRPOConfig, VisionSFTConfig
 from tests.helpers.cli import run_cli
-from tests.helpers.paths import ROOT
+from tests.helpers.paths import RECIPE_FILES, ROOT
 
-RECIPES = sorted((ROOT / "configs" / "recipes").glob("*.yaml"))
+RECIPES = RECIPE_FILES  # the VLM recipes (t2i_*: tests/configs/test_t2i_recipes.py)
 
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=[r.stem for r in RECIPES])

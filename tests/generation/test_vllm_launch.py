@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from tests.helpers.paths import ROOT
+from tests.helpers.paths import RECIPE_FILES
 
-RECIPES = sorted((ROOT / "configs" / "recipes").glob("*.yaml"))
+RECIPES = RECIPE_FILES  # the VLM recipes (t2i_*: tests/configs/test_t2i_recipes.py)
 
 
 def test_vllm_serve_takes_an_adapter_folder(tmp_path, monkeypatch):

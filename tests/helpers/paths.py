@@ -9,7 +9,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src"
 CONFIGS = ROOT / "configs"
 RECIPES = CONFIGS / "recipes"
-RECIPE_FILES = sorted(RECIPES.glob("*.yaml"))
+RECIPE_FILES = [
+    p for p in sorted(RECIPES.glob("*.yaml")) if not p.name.startswith("t2i_")
+]  # VLM recipes (t2i_*: t2i-grpo)
 FIXTURES = ROOT / "tests" / "fixtures"
 SCRIPTS = ROOT / "tests" / "scripts"
 

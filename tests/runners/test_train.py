@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers.paths import ROOT
+from tests.helpers.paths import RECIPE_FILES
 from tests.helpers.tasks import task_rows
 from tests.helpers.training import grpo_args, varied_reward
 
-RECIPES = sorted((ROOT / "configs" / "recipes").glob("*.yaml"))
+RECIPES = RECIPE_FILES  # the VLM recipes (t2i_*: tests/configs/test_t2i_recipes.py)
 
 
 # ------------------------------------------------------------------------------------------- 9. reruns

@@ -13,9 +13,9 @@ from r1vision.tasks import get_task
 from r1vision.tasks.base import RunContext
 from r1vision.tasks.loading import DatasetLoadError, canonical_split, load_rows, split_names
 from r1vision.vision.records import PredictionMismatchError, RecordWriter
-from tests.helpers.paths import ROOT
+from tests.helpers.paths import RECIPE_FILES
 
-RECIPES = sorted((ROOT / "configs" / "recipes").glob("*.yaml"))
+RECIPES = RECIPE_FILES  # the VLM recipes (t2i_*: tests/configs/test_t2i_recipes.py)
 
 
 def _rows(tag: str, n: int = 3) -> list[dict]:

@@ -6,10 +6,10 @@ import json
 import os
 from pathlib import Path
 
-from tests.helpers.paths import ROOT
+from tests.helpers.paths import RECIPE_FILES, ROOT
 from tests.helpers.stock import stock_load
 
-RECIPES = sorted((ROOT / "configs" / "recipes").glob("*.yaml"))
+RECIPES = RECIPE_FILES  # the VLM recipes (t2i_*: tests/configs/test_t2i_recipes.py)
 
 
 def test_lora_run_leaves_merged_model_and_adapter_works_as_model(tiny_model, color_dir, tmp_path):

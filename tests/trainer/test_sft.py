@@ -6,9 +6,9 @@ import pytest
 from PIL import Image
 
 from tests.helpers.images import image_row, png_bytes
-from tests.helpers.paths import ROOT
+from tests.helpers.paths import RECIPE_FILES
 
-RECIPES = sorted((ROOT / "configs" / "recipes").glob("*.yaml"))
+RECIPES = RECIPE_FILES  # the VLM recipes (t2i_*: tests/configs/test_t2i_recipes.py)
 
 
 def test_sft_length_checked_against_image_tokens(tiny_model):

@@ -9,10 +9,10 @@ from PIL import Image
 from r1vision.trainer.grpo import ImagePlaceholderMismatchError, VisionGRPOTrainer
 from r1vision.trainer.validation import DatasetValidationError
 from tests.helpers.images import image_row, png_bytes
-from tests.helpers.paths import ROOT
+from tests.helpers.paths import RECIPE_FILES
 from tests.helpers.training import grpo_args, varied_reward
 
-RECIPES = sorted((ROOT / "configs" / "recipes").glob("*.yaml"))
+RECIPES = RECIPE_FILES  # the VLM recipes (t2i_*: tests/configs/test_t2i_recipes.py)
 
 
 def _prompt(n_images=1, text="colour?"):

@@ -11,9 +11,12 @@ from __future__ import annotations
 COMMANDS: dict[str, str] = {
     "sft": "sft",
     "grpo": "grpo",
+    "t2i-grpo": "t2i_grpo",
     "infer": "infer",
     "eval": "eval",
     "score": "score",
+    "t2i-sample": "t2i_sample",
+    "t2i-eval": "t2i_eval",
     "viz": "viz",
     "report": "report",
     "synth": "synth",

@@ -217,14 +217,21 @@ def write_flags_file() -> dict[str, Any]:
     r1vision's own ones (fields TRL's configs do not have, or whose meaning r1vision changes)."""
     import dataclasses
 
+    from transformers import TrainingArguments
     from trl import GRPOConfig, SFTConfig
 
+    from r1vision.diffusion.config import DiffusionGRPOConfig
+    from r1vision.runners.t2i import T2IScriptArguments
     from r1vision.runners.train import ScriptArguments
     from r1vision.trainer.config import VisionGRPOConfig, VisionSFTConfig
 
     out: dict[str, Any] = {"help": {}}
-    for kind, config, parent in (("grpo", VisionGRPOConfig, GRPOConfig), ("sft", VisionSFTConfig, SFTConfig)):
-        fields = [f for cls in (ScriptArguments, config) for f in dataclasses.fields(cls) if f.init]
+    for kind, script, config, parent in (
+        ("grpo", ScriptArguments, VisionGRPOConfig, GRPOConfig),
+        ("sft", ScriptArguments, VisionSFTConfig, SFTConfig),
+        ("t2i", T2IScriptArguments, DiffusionGRPOConfig, TrainingArguments),
+    ):
+        fields = [f for cls in (script, config) for f in dataclasses.fields(cls) if f.init]
         out[kind] = sorted({f.name for f in fields})
         theirs = {f.name: f for f in dataclasses.fields(parent)}
         own = [f for f in fields if f.name not in theirs or f.default != theirs[f.name].default]
@@ -286,12 +293,16 @@ def help_text(kind: str, usage: str) -> str:
     if rest:
         block("other r1vision options", rest)
     trl = [n for n in data[kind] if n not in own]
-    lines.append(f"TRL's {'GRPOConfig' if kind == 'grpo' else 'SFTConfig'} / TrainingArguments ({len(trl)} more; "
-                 f"`r1vision {kind} --help-all` describes each):")  # fmt: skip
+    base = {"grpo": "TRL's GRPOConfig / TrainingArguments", "sft": "TRL's SFTConfig / TrainingArguments",
+            "t2i": "transformers' TrainingArguments"}[kind]  # fmt: skip
+    command = "t2i-grpo" if kind == "t2i" else kind
+    lines.append(f"{base} ({len(trl)} more; `r1vision {command} --help-all` describes each):")
     lines.append(textwrap.fill(", ".join(trl), width=110, initial_indent="  ", subsequent_indent="  "))
     return "\n".join(lines)
 
 
 if __name__ == "__main__":
     written = write_flags_file()
-    print(f"wrote {FLAGS_FILE} ({', '.join(f'{k}: {len(written[k])} flags' for k in ('grpo', 'sft'))})")
+    print(
+        f"wrote {FLAGS_FILE} ({', '.join(f'{k}: {len(written[k])} flags' for k in ('grpo', 'sft', 't2i'))})"
+    )

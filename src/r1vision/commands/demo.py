@@ -15,7 +15,13 @@ def build_parser() -> argparse.ArgumentParser:
     add(p, "--output_dir", default="demo_out", help="output folder (default: demo_out)")
     add(p, "--seed", type=int, default=0, help="first seed")
     add(p, "--seeds", type=int, default=1, help="number of seeds (seed, seed+1, ...); table = mean ± std")
-    add(p, "--task", default="sgg", choices=["sgg"], help="demo task")
+    add(
+        p,
+        "--task",
+        default="sgg",
+        choices=["sgg", "t2i"],
+        help="sgg: SFT -> GRPO on scene graphs; t2i: text-to-image GRPO learning a prompt-conditioned reward",
+    )
     add(p, "--quick", action="store_true", help="a smoke run (well under 2 minutes); too short to learn")
     add(p, "--quiet", action="store_true", help="no per-step progress bars")
     return p

@@ -1,4 +1,4 @@
-"""Write a tiny random-weight Qwen-VL model with a real processor (offline, for tests and demos)."""
+"""Write a tiny random-weight model (Qwen-VL with a real processor, or an SD3 diffusers pipeline), offline."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from r1vision.commands._args import add, parser
 
 GROUP = "data and models"
-FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
+FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "sd3")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,11 +25,18 @@ def build_parser() -> argparse.ArgumentParser:
     add(p, "--head_dim", type=int, default=None, help="sets heads = hidden / head_dim (vLLM-CPU needs 64)")
     add(p, "--rope_theta", type=float, default=10000.0)
     add(p, "--mrope_section", type=int, nargs=3, default=None, help="three ints summing to head_dim/2")
+    add(p, "--pixel_space", action="store_true", help="sd3: a 16x16 pixel-space model (learns on a CPU)")
     return p
 
 
 def run(argv: Sequence[str]) -> int:
     a = build_parser().parse_args(list(argv))
+    if a.family == "sd3":
+        from r1vision.testing.tiny_diffusion import make_tiny_sd3
+
+        path = make_tiny_sd3(a.output_dir, pixel_space=a.pixel_space, seed=a.seed)
+        print(f"wrote tiny sd3 pipeline ({'pixel space' if a.pixel_space else 'with a VAE'}) to {path}")
+        return 0
     from r1vision.testing.tiny import make_tiny_model
 
     heads = a.hidden // a.head_dim if a.head_dim else a.heads

@@ -107,6 +107,10 @@ def run_demo(
     quiet: bool = False,
 ) -> int:
     """Run the demo for ``seeds`` seeds from ``seed``; prints the table and writes ``out_dir``."""
+    if task == "t2i":
+        from r1vision.demo.t2i import run_t2i_demo
+
+        return run_t2i_demo(out_dir, seed, seeds, quick, quiet)
     from r1vision.demo import report
 
     cfg = DemoConfig.quick() if quick else DemoConfig()

@@ -114,12 +114,11 @@ STOCK_EXTRA_FILES = ("video_preprocessor_config.json",)
 
 def copy_stock_files(base: str, out_dir: str | os.PathLike) -> list[str]:
     """Copy :data:`STOCK_EXTRA_FILES` from ``base`` (a folder, or a Hub id already in the local cache) into
-    ``out_dir`` where missing; returns the names copied. Never downloads."""
+    ``out_dir``; returns the names copied. Never downloads. The base's own file wins over one written from
+    the image settings when its processor was saved (its video settings are the checkpoint's real ones)."""
     copied = []
     for name in STOCK_EXTRA_FILES:
         target = Path(out_dir) / name
-        if target.exists():
-            continue
         source: str | None = str(Path(base) / name) if Path(base).is_dir() else None
         if source is None:
             try:

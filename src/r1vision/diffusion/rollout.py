@@ -1,0 +1,104 @@
+"""Rollouts: sample images with the SDE policy and record every transition, then replay them for the loss.
+
+A rollout of ``steps`` transitions records the latents ``x_0 .. x_T`` and the log-density of each
+transition under the policy that took it. Replaying transition ``j`` under the current weights (same
+``x_j``, same ``x_{j+1}``) gives the new log-density the PPO ratio needs; with the weights unchanged the
+replay equals the rollout exactly (logged every step as ``logprob_parity_max``). Steps outside the SDE
+window (Flow-GRPO-Fast / MixGRPO) are deterministic ODE steps and are not trained.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from r1vision.diffusion.families import Conditioning
+from r1vision.diffusion.sde import Step, sde_step
+
+
+@dataclass
+class Rollout:
+    """What a rollout recorded (batch-first)."""
+
+    latents: torch.Tensor  # (batch, steps + 1, C, H, W), float32
+    log_probs: torch.Tensor  # (batch, steps)
+    sigmas: torch.Tensor  # (steps + 1,)
+    sde_steps: list[int]  # the stochastic transitions (the others are ODE steps)
+    images: torch.Tensor  # (batch, 3, H, W) in [0, 1]
+
+
+def sde_window(
+    steps: int, window_size: int, window_range: tuple[int, int] | None, generator: torch.Generator
+) -> list[int]:
+    """The transitions sampled with the SDE: all (``window_size`` 0), else ``window_size`` consecutive steps
+    starting at a random position inside ``window_range`` (the same window for the whole batch)."""
+    if window_size <= 0:
+        return list(range(steps))
+    low, high = window_range or (0, steps)
+    high = min(high, steps) - window_size
+    start = low if high <= low else int(torch.randint(low, high + 1, (1,), generator=generator))
+    return list(range(start, min(start + window_size, steps)))
+
+
+@torch.no_grad()
+def rollout(
+    family: Any,
+    transformer: Any,
+    cond: Conditioning,
+    *,
+    steps: int,
+    resolution: int,
+    guidance_scale: float,
+    noise_level: float,
+    kind: str = "flow_grpo",
+    window: list[int] | None = None,
+    generator: torch.Generator,
+    group_size: int | None = None,
+) -> Rollout:
+    """Sample ``len(cond.embeds)`` images; ``group_size``: rows of one group start from the same noise
+    (Flow-GRPO's ``same_latent``); ``window``: the SDE transitions (default all; ``noise_level`` 0 = ODE)."""
+    batch = cond.embeds.shape[0]
+    side = family.latent_size(resolution)
+    device = family.device
+    shape = (batch, family.channels, side, side)
+    if group_size:
+        first = torch.randn((batch // group_size, *shape[1:]), generator=generator, dtype=torch.float32)
+        x = first.repeat_interleave(group_size, dim=0).to(device)
+    else:
+        x = torch.randn(shape, generator=generator, dtype=torch.float32).to(device)
+    sigmas = family.sigmas(steps)
+    sde = set(range(steps) if window is None else window)
+    latents, log_probs = [x], []
+    for i in range(steps):
+        v = family.velocity(transformer, x, float(sigmas[i]), cond, guidance_scale)
+        step = sde_step(v, x, sigmas[i], sigmas[i + 1], sigma_max=float(sigmas[1]), noise_level=noise_level,
+                        kind=kind if i in sde else "ode", generator=generator)  # fmt: skip
+        x = step.sample
+        latents.append(x)
+        log_probs.append(step.log_prob)
+    images = family.decode(x)
+    return Rollout(torch.stack(latents, dim=1), torch.stack(log_probs, dim=1), sigmas, sorted(sde), images)
+
+
+def replay(
+    family: Any,
+    transformer: Any,
+    cond: Conditioning,
+    roll: Rollout,
+    index: int,
+    *,
+    guidance_scale: float,
+    noise_level: float,
+    kind: str = "flow_grpo",
+    rows: torch.Tensor | None = None,
+) -> Step:
+    """Transition ``index`` of ``roll`` re-scored under ``transformer`` (with gradients if enabled):
+    the mean and log-density of the recorded next latent."""
+    x = roll.latents[:, index] if rows is None else roll.latents[rows, index]
+    prev = roll.latents[:, index + 1] if rows is None else roll.latents[rows, index + 1]
+    sigmas = roll.sigmas
+    v = family.velocity(transformer, x.to(family.device), float(sigmas[index]), cond, guidance_scale)
+    return sde_step(v, x.to(family.device), sigmas[index], sigmas[index + 1], sigma_max=float(sigmas[1]),
+                    noise_level=noise_level, kind=kind, prev=prev.to(family.device))  # fmt: skip
