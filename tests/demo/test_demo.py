@@ -10,9 +10,10 @@ def test_demo_quick(tmp_path, capsys):
     import csv
 
     out = tmp_path / "demo"
-    assert main(["demo", "--quick", "--quiet", "--output_dir", str(out)]) == 0
+    assert main(["demo", "--quick", "--quiet", "--threads", "1", "--output_dir", str(out)]) == 0
     result = json.loads((out / "eval.json").read_text())
     assert result["seeds"] == [0] and result["headline_metric"] == "relation_recall"
+    assert result["torch_threads"] == 1  # pinned by the demo, recorded with the numbers
     run = result["runs"][0]
     for split in ("test", "test_ood"):
         assert set(run["eval"][split]) == {"sft", "sft_matched", "sft+grpo"}

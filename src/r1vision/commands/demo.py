@@ -24,6 +24,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add(p, "--quick", action="store_true", help="a smoke run (well under 2 minutes); too short to learn")
     add(p, "--quiet", action="store_true", help="no per-step progress bars")
+    add(
+        p,
+        "--threads",
+        type=int,
+        default=2,
+        help="torch threads, pinned (sgg; t2i always uses 1): the numbers depend on it; recorded in eval.json",
+    )
     return p
 
 
@@ -31,4 +38,4 @@ def run(argv: Sequence[str]) -> int:
     a = build_parser().parse_args(list(argv))
     from r1vision.demo import run_demo
 
-    return run_demo(a.output_dir, a.seed, a.seeds, a.task, a.quick, a.quiet)
+    return run_demo(a.output_dir, a.seed, a.seeds, a.task, a.quick, a.quiet, a.threads)

@@ -195,8 +195,11 @@ def write_tables(out: Path, results: Sequence[dict[str, Any]], cfg: DemoConfig) 
     md += ["## Timing", "", *timing, ""]
     text = "\n".join(md)
     (out / "eval_table.md").write_text(text)
+    import torch
+
     summary = {
         "seeds": seeds,
+        "torch_threads": torch.get_num_threads(),  # float summation order, hence the numbers, depend on it
         "config": cfg.to_dict(),
         "headline_metric": HEADLINE,
         "verdicts": verdicts(results),

@@ -85,12 +85,15 @@ class _Warner:
             logger.warning("%s (%d logged step(s) so far)", warning, self.seen)
 
 
-class CompactProgressCallback(ProgressCallback):
-    """transformers' progress bar, writing :func:`format_logs` lines instead of the dict."""
+class _CompactLog:
+    """The shared ``on_log``: the compact line for training logs, transformers' own form for the rest."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._warn = _Warner()
+
+    def _write(self, line: str) -> None:
+        print(line)
 
     def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: D102
         if not state.is_world_process_zero or logs is None:
@@ -99,27 +102,21 @@ class CompactProgressCallback(ProgressCallback):
         self._warn(logs, state.global_step)
         if line is None:
             return super().on_log(args, state, control, logs=logs, **kwargs)
+        self._write(line)
+
+
+class CompactProgressCallback(_CompactLog, ProgressCallback):
+    """transformers' progress bar, writing :func:`format_logs` lines instead of the dict."""
+
+    def _write(self, line: str) -> None:
         if self.training_bar is not None:
             self.training_bar.write(line)
         else:
             print(line)
 
 
-class CompactPrinterCallback(PrinterCallback):
+class CompactPrinterCallback(_CompactLog, PrinterCallback):
     """transformers' printer (used with ``disable_tqdm``), printing :func:`format_logs` lines."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._warn = _Warner()
-
-    def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: D102
-        if not state.is_world_process_zero or logs is None:
-            return
-        line = format_logs(logs, state.global_step, state.max_steps)
-        self._warn(logs, state.global_step)
-        if line is None:
-            return super().on_log(args, state, control, logs=logs, **kwargs)
-        print(line)
 
 
 def use_compact_log(trainer: Any) -> None:
