@@ -1,4 +1,6 @@
-"""Per-GPU memory of a training layout: weights, gradients, optimizer, activations, vLLM."""
+"""Per-GPU memory of a training layout: weights, gradients, optimizer, activations, vLLM. A diffusers
+pipeline (``--model sd3.5-medium`` or a folder with ``model_index.json``) gets the text-to-image GRPO
+estimate instead (its own flags: ``r1vision estimate-memory --model sd3.5-medium --help``)."""
 
 from __future__ import annotations
 
@@ -49,8 +51,55 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def build_t2i_parser() -> argparse.ArgumentParser:
+    p = parser("estimate-memory", "Per-GPU memory of text-to-image GRPO on an SD3/SD3.5 pipeline.")
+    add(p, "--model", required=True, help="sd3.5-medium or a local diffusers SD3 folder")
+    add(p, "--resolution", type=int, default=512)
+    add(p, "--batch", type=int, default=32, help="images in one training forward (prompts per step x group)")
+    add(p, "--rollout_images", type=int, default=None, help="images sampled per step (default: --batch)")
+    add(p, "--steps", type=int, default=10, help="sampling steps of a rollout")
+    add(p, "--lora", type=int, default=32, metavar="R", help="LoRA rank (0: full fine-tuning)")
+    add(p, "--denoiser_dtype", choices=["float32", "bfloat16", "float16"], default="float32")
+    add(p, "--no_bf16", action="store_true", help="text encoders in the denoiser's dtype, not bf16")
+    add(p, "--no_guidance", action="store_true", help="no classifier-free guidance (1 row per image)")
+    add(p, "--no_gradient_checkpointing", action="store_true")
+    add(p, "--json", action="store_true", help="print the numbers as JSON")
+    return p
+
+
+def _is_pipeline(model: str) -> bool:
+    from pathlib import Path
+
+    from r1vision.diffusion.estimate import BUILTIN
+
+    return model.lower() in BUILTIN or (Path(model) / "model_index.json").is_file()
+
+
+def run_t2i(argv: Sequence[str]) -> int:
+    """The text-to-image estimate (``r1vision.diffusion.estimate``)."""
+    import json
+
+    a = build_t2i_parser().parse_args(list(argv))
+    from r1vision.diffusion.estimate import T2ISetup, format_report, t2i_memory_report
+
+    setup = T2ISetup(
+        resolution=a.resolution, batch=a.batch, rollout_images=a.rollout_images or a.batch, steps=a.steps,
+        guidance=not a.no_guidance, lora_r=a.lora, denoiser_dtype=a.denoiser_dtype, bf16=not a.no_bf16,
+        gradient_checkpointing=not a.no_gradient_checkpointing,
+    )  # fmt: skip
+    report = t2i_memory_report(a.model, setup)
+    print(json.dumps(report, indent=2) if a.json else format_report(report))
+    return 0
+
+
 def run(argv: Sequence[str]) -> int:
-    a = build_parser().parse_args(list(argv))
+    argv = list(argv)
+    model = next((argv[i + 1] for i, x in enumerate(argv[:-1]) if x == "--model"), None)
+    if model is None:
+        model = next((x.split("=", 1)[1] for x in argv if x.startswith("--model=")), None)
+    if model and _is_pipeline(model):
+        return run_t2i(argv)
+    a = build_parser().parse_args(argv)
     from r1vision.estimate import TrainSetup, memory_report
 
     setup = TrainSetup(

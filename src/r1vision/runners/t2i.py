@@ -55,6 +55,41 @@ def build_rewards(names: list[str], options_json: Any) -> list[Any]:
     return [resolve_reward(name, options.get(name)) for name in names]
 
 
+def dry_run(script: T2IScriptArguments, config: Any) -> str:
+    """``t2i-grpo --dry-run``: the prompts, rewards and output folder checked as training would, and the
+    per-GPU memory estimate of this config (:mod:`r1vision.diffusion.estimate`); loads no model weights."""
+    from r1vision.diffusion.data import check_prompts, load_prompts
+    from r1vision.diffusion.estimate import BUILTIN, T2ISetup, format_report, t2i_memory_report
+    from r1vision.trainer.checkpoint import check_output_dir
+
+    train = load_prompts(script.dataset, script.dataset_split, limit=script.max_train_rows)
+    check_prompts(train, script.reward_funcs)
+    check_output_dir(config, config.resume_from_checkpoint)
+    build_rewards(script.reward_funcs, script.reward_options)
+    images = config.per_device_train_batch_size * config.num_generations
+    lines = [
+        f"dataset {script.dataset}: {len(train)} training prompts; rewards {', '.join(script.reward_funcs)}",
+        f"per step and GPU: {config.per_device_train_batch_size} prompts x {config.num_generations} images = "
+        f"{images} images, {config.num_inference_steps} steps at {config.resolution} px; "
+        f"x{config.gradient_accumulation_steps} accumulation",
+    ]
+    shape = script.model if (Path(script.model) / "model_index.json").is_file() else None
+    if shape is None and script.model.lower() in BUILTIN:
+        shape = script.model
+    if shape is None:
+        lines.append(f"memory: {script.model} is neither a local folder nor a built-in shape; estimate with "
+                     "`r1vision estimate-memory --model sd3.5-medium ...` for SD3.5-M")  # fmt: skip
+    else:
+        setup = T2ISetup(
+            resolution=config.resolution, batch=images, rollout_images=images, steps=config.num_inference_steps,
+            guidance=config.guidance_scale > 1.0, lora_r=config.lora_r, lora_targets=tuple(config.lora_target_modules),
+            denoiser_dtype=config.denoiser_dtype, bf16=bool(config.bf16),
+            gradient_checkpointing=bool(config.denoiser_checkpointing), ema=bool(config.ema),
+        )  # fmt: skip
+        lines.append(format_report(t2i_memory_report(shape, setup)))
+    return "\n".join(lines)
+
+
 def run_t2i_grpo(script: T2IScriptArguments, config: Any) -> str:
     """Train; returns the output directory."""
     from r1vision.diffusion.data import check_prompts, load_prompts
