@@ -19,8 +19,10 @@ def build_parser() -> argparse.ArgumentParser:
         p,
         "--task",
         default="sgg",
-        choices=["sgg", "t2i"],
-        help="sgg: SFT -> GRPO on scene graphs; t2i: text-to-image GRPO learning a prompt-conditioned reward",
+        choices=["sgg", "geometry", "svg", "t2i"],
+        help="sgg: SFT -> GRPO on scene graphs; geometry: on polygon problems; svg: on image -> SVG "
+        "(both under OUTPUT_DIR/<task>); "
+        "t2i: text-to-image GRPO learning a prompt-conditioned reward (under OUTPUT_DIR/t2i)",
     )
     add(p, "--quick", action="store_true", help="a smoke run (well under 2 minutes); too short to learn")
     add(p, "--quiet", action="store_true", help="no per-step progress bars")
@@ -29,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--threads",
         type=int,
         default=2,
-        help="torch threads, pinned (sgg; t2i always uses 1): the numbers depend on it; recorded in eval.json",
+        help="torch threads, pinned (sgg, geometry, svg; t2i always uses 1): the numbers depend on it; recorded in eval.json",
     )
     return p
 

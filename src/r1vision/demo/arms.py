@@ -87,13 +87,20 @@ def load_rows(data: Path, split: str, cfg: DemoConfig, with_completion: bool = T
     return SGGTask().load(str(data), split, task_options(cfg, with_completion), run_context(cfg))
 
 
-def build_model(cfg: DemoConfig, data: Path, seed: int) -> Path:
-    """The demo model (cached on disk): random weights for ``seed``, a BPE trained on the SFT targets."""
+def build_model(cfg: DemoConfig, data: Path, seed: int, rows: Any = None) -> Path:
+    """The demo model (cached on disk): random weights for ``seed``, a BPE trained on the SFT targets and
+    prompts of ``rows`` (default: the scene-graph demo's SFT split)."""
     from r1vision.testing.tiny import tiny_model_path
 
-    rows = load_rows(data, "train", cfg)
-    # The fixed prompt and chat scaffolding repeated, so they merge into a few tokens too.
-    scaffold = [compact_prompt(FAMILY), "user\n", "assistant\n"] * 16
+    prompts = [compact_prompt(FAMILY)]  # the scene-graph demo's one prompt
+    if rows is None:
+        rows = load_rows(data, "train", cfg)
+    else:
+        prompts = sorted(
+            {c["text"] for r in rows for m in r["prompt"] for c in m["content"] if c.get("text")}
+        )
+    # The prompts and chat scaffolding repeated, so they merge into a few tokens too.
+    scaffold = [*prompts, "user\n", "assistant\n"] * 16
     corpus = [r["completion"][0]["content"][0]["text"] for r in rows] + scaffold
     return tiny_model_path(
         FAMILY,
@@ -141,6 +148,7 @@ def train_sft(
     warmup_ratio: float = 0.05,
     quiet: bool = False,
     flops: float | None = None,
+    rows: Any = None,
 ) -> StageResult:
     """Supervised fine-tuning on the ``train`` split; returns the saved model, its time and FLOPs.
 
@@ -150,7 +158,8 @@ def train_sft(
     from r1vision.trainer.config import VisionSFTConfig
     from r1vision.trainer.sft import VisionSFTTrainer
 
-    rows = load_rows(data, "train", cfg)
+    if rows is None:
+        rows = load_rows(data, "train", cfg)
     rows = rows.remove_columns([c for c in rows.column_names if c not in ("prompt", "completion", "images")])
     args = VisionSFTConfig(
         overwrite_output_dir=True,  # the demo rebuilds its folders on every run
@@ -182,15 +191,26 @@ def _vision_token_ids(model: str | Path) -> list[int]:
 
 
 def train_grpo(
-    model: str | Path, data: Path, out_dir: Path, cfg: DemoConfig, seed: int, quiet: bool = False
+    model: str | Path,
+    data: Path,
+    out_dir: Path,
+    cfg: DemoConfig,
+    seed: int,
+    quiet: bool = False,
+    rows: Any = None,
+    specs: Any = None,
 ) -> StageResult:
-    """GRPO from ``model`` on the ``rl`` prompts: format (``cfg.strict_format``) + object + relation F1."""
+    """GRPO from ``model`` on ``rows`` (default: the scene-graph ``rl`` prompts) with the reward ``specs``
+    (default: format (``cfg.strict_format``) + object + relation F1)."""
     from r1vision.tasks.base import guarded_rewards
     from r1vision.trainer.config import VisionGRPOConfig
     from r1vision.trainer.grpo import VisionGRPOTrainer
 
-    rows = load_rows(data, "rl", cfg, with_completion=False)
-    specs = guarded_rewards(SGGTask().rewards(task_options(cfg), run_context(cfg)))
+    if rows is None:
+        rows = load_rows(data, "rl", cfg, with_completion=False)
+    if specs is None:
+        specs = SGGTask().rewards(task_options(cfg), run_context(cfg))
+    specs = guarded_rewards(specs)
     args = VisionGRPOConfig(
         overwrite_output_dir=True,  # the demo rebuilds its folders on every run
         output_dir=str(out_dir),

@@ -95,24 +95,27 @@ def _fmt(values: Sequence[float], percent: bool) -> str:
     return f"{mean:.1f} ± {std:.1f}" if percent else f"{mean:.3f} ± {std:.3f}"
 
 
-def results_table(results: Sequence[dict[str, Any]], split: str) -> list[str]:
-    """Markdown rows: one per arm, mean ± std over the seeds in ``results`` (percent except the reward)."""
-    head = "| arm | " + " | ".join(title for _, title, _ in COLUMNS) + " |"
-    lines = [head, "|" + "---|" * (len(COLUMNS) + 1)]
+def results_table(
+    results: Sequence[dict[str, Any]], split: str, columns: Sequence[tuple[str, str, bool]] = COLUMNS
+) -> list[str]:
+    """Markdown rows: one per arm, mean ± std over the seeds in ``results`` (percent where ``columns``
+    says so)."""
+    head = "| arm | " + " | ".join(title for _, title, _ in columns) + " |"
+    lines = [head, "|" + "---|" * (len(columns) + 1)]
     for arm in ARMS:
-        cells = [_fmt([r["eval"][split][arm][key] for r in results], pct) for key, _, pct in COLUMNS]
+        cells = [_fmt([r["eval"][split][arm][key] for r in results], pct) for key, _, pct in columns]
         lines.append(f"| {ARM_TITLES[arm]} | " + " | ".join(cells) + " |")
     return lines
 
 
-def verdicts(results: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Differences (points of relation recall) that answer the demo's two questions, per split: the
+def verdicts(results: Sequence[dict[str, Any]], headline: str = HEADLINE) -> dict[str, dict[str, Any]]:
+    """Differences (points of the ``headline`` metric) that answer the demo's two questions, per split: the
     mean over seeds and the per-seed values."""
     out: dict[str, dict[str, Any]] = {}
     for split in ("test", "test_ood"):
 
         def diffs(a: str, b: str, split: str = split) -> list[float]:
-            return [100 * (r["eval"][split][a][HEADLINE] - r["eval"][split][b][HEADLINE]) for r in results]
+            return [100 * (r["eval"][split][a][headline] - r["eval"][split][b][headline]) for r in results]
 
         vs_sft, vs_matched = diffs("sft+grpo", "sft"), diffs("sft+grpo", "sft_matched")
         out[split] = {
@@ -136,14 +139,16 @@ def _against_matched(per_seed: Sequence[float]) -> str:
     return f"RL is ahead on average but not on every seed ({seeds}): no established advantage."
 
 
-def verdict_lines(results: Sequence[dict[str, Any]]) -> list[str]:
+def verdict_lines(
+    results: Sequence[dict[str, Any]], headline: str = HEADLINE, label: str = "relation recall"
+) -> list[str]:
     """Plain sentences saying whether RL helped, including when it did not."""
     names = {"test": "i.i.d. test", "test_ood": "OOD test"}
     lines = []
-    for split, d in verdicts(results).items():
+    for split, d in verdicts(results, headline).items():
         g, m = d["grpo_minus_sft"], d["grpo_minus_matched"]
         lines.append(
-            f"- {names[split]}: GRPO changed relation recall by {g:+.1f} points over its SFT checkpoint "
+            f"- {names[split]}: GRPO changed {label} by {g:+.1f} points over its SFT checkpoint "
             f"({'meets' if g >= 5 else 'misses'} the +5 target); vs compute-matched SFT: {m:+.1f} points — "
             + _against_matched(d["per_seed_minus_matched"])
         )
@@ -160,11 +165,9 @@ def _flops(result: dict[str, Any], arm: str) -> str:
 
 
 def write_tables(out: Path, results: Sequence[dict[str, Any]], cfg: DemoConfig) -> str:
-    """``eval_table.md`` and ``eval.json``; returns the markdown."""
-    seeds = [r["seed"] for r in results]
-    md = [f"# r1vision demo: SFT -> GRPO on synthetic scene graphs (seeds {seeds})", ""]
+    """The scene-graph demo's ``eval_table.md`` and ``eval.json``; returns the markdown."""
     held = ", ".join(f"'{n}'" for n in cfg.held_out) or "(none)"
-    md.append(
+    intro = [
         f"SFT on scenes with 1-{cfg.sft_max_objects} objects in which the colour-shape pairs {held} are "
         + (
             f"rare ({cfg.held_out_sft_rate:g} x their natural rate)"
@@ -173,19 +176,36 @@ def write_tables(out: Path, results: Sequence[dict[str, Any]], cfg: DemoConfig) 
         )
         + f"; GRPO prompts ({cfg.rl_objects[0]}-{cfg.rl_objects[1]} objects) show every pair; the "
         "compute-matched arm continues SFT (same data, linear decay) for GRPO's counted model FLOPs. Greedy decoding "
-        "on held-out scenes; percentages" + (", mean ± std over seeds." if len(results) > 1 else ".")
-    )
-    md.append(
+        "on held-out scenes; percentages" + (", mean ± std over seeds." if len(results) > 1 else "."),
         "relation recall = ngR@50 of `r1vision eval sgg` (no graph constraint: a pair here may carry both "
         "'left of' and 'above'); reward = format + object F1 + relation F1 (max 3), format "
         + ("strict" if cfg.strict_format else "lenient (0.25 per check)")
-        + "; 'format valid' is the strict check."
-    )
-    for split, title in (("test", "i.i.d. test (drawn like the SFT data)"),
-                         ("test_ood", f"OOD test (every scene has a held-out pair; {cfg.ood_objects[0]}-"
-                                      f"{cfg.ood_objects[1]} objects)")):  # fmt: skip
-        md += ["", f"## {title}", "", *results_table(results, split)]
-    md += ["", "## Verdict", "", *verdict_lines(results), ""]
+        + "; 'format valid' is the strict check.",
+    ]
+    titles = {
+        "test": "i.i.d. test (drawn like the SFT data)",
+        "test_ood": f"OOD test (every scene has a held-out pair; {cfg.ood_objects[0]}-{cfg.ood_objects[1]} objects)",
+    }
+    return write_report(out, results, "SFT -> GRPO on synthetic scene graphs", intro, titles, cfg.to_dict())
+
+
+def write_report(
+    out: Path,
+    results: Sequence[dict[str, Any]],
+    title: str,
+    intro: Sequence[str],
+    split_titles: dict[str, str],
+    config: dict[str, Any],
+    columns: Sequence[tuple[str, str, bool]] = COLUMNS,
+    headline: str = HEADLINE,
+    label: str = "relation recall",
+) -> str:
+    """``eval_table.md`` (a table per split, the verdicts, the timing) and ``eval.json``; returns the markdown."""
+    seeds = [r["seed"] for r in results]
+    md = [f"# r1vision demo: {title} (seeds {seeds})", "", *intro]
+    for split, split_title in split_titles.items():
+        md += ["", f"## {split_title}", "", *results_table(results, split, columns)]
+    md += ["", "## Verdict", "", *verdict_lines(results, headline, label), ""]
     timing = [
         f"- seed {r['seed']}: demo {r['seconds']['total']:.0f}s (SFT {r['seconds']['sft']:.0f}s, GRPO "
         f"{r['seconds']['grpo']:.0f}s / {r['steps']['grpo']} steps{_flops(r, 'grpo')}, matched SFT "
@@ -200,9 +220,9 @@ def write_tables(out: Path, results: Sequence[dict[str, Any]], cfg: DemoConfig) 
     summary = {
         "seeds": seeds,
         "torch_threads": torch.get_num_threads(),  # float summation order, hence the numbers, depend on it
-        "config": cfg.to_dict(),
-        "headline_metric": HEADLINE,
-        "verdicts": verdicts(results),
+        "config": config,
+        "headline_metric": headline,
+        "verdicts": verdicts(results, headline),
         "runs": list(results),
     }
     (out / "eval.json").write_text(json.dumps(summary, indent=2, default=str))
@@ -259,7 +279,9 @@ def is_flat(values: Sequence[float], tol: float = 0.05) -> bool:
     return abs(float(np.mean(values[-q:])) - float(np.mean(values[:q]))) < tol
 
 
-def plot_reward_curve(out: Path, rows: Sequence[dict[str, Any]]) -> Path:
+def plot_reward_curve(
+    out: Path, rows: Sequence[dict[str, Any]], ylabel: str = "mean reward (format + object F1 + relation F1)"
+) -> Path:
     """``reward_curve.png``: GRPO training reward per step (raw and a moving average) for each seed."""
     import matplotlib
 
@@ -273,7 +295,7 @@ def plot_reward_curve(out: Path, rows: Sequence[dict[str, Any]]) -> Path:
         smooth = np.convolve(values, np.ones(k) / k, mode="valid")
         ax.plot(steps[k - 1 :], smooth, color=line.get_color(), label=f"seed {seed}")
     ax.set_xlabel("GRPO step")
-    ax.set_ylabel("mean reward (format + object F1 + relation F1)")
+    ax.set_ylabel(ylabel)
     ax.set_title("GRPO training reward")
     ax.grid(alpha=0.3)
     ax.legend()

@@ -174,3 +174,25 @@ def test_ground_truth_from_svg_column_and_images_column(scorer):
 def test_failure_reward_is_configurable():
     custom = SVGScorer(RewardConfig(size=64, failure_reward=-1.0), default_pool())
     assert make_term_reward("ssim", custom)([None], ["no svg here"], gt_image=[_square()]) == [-1.0]
+
+
+def test_small_ground_truth_images_are_not_upsampled_and_a_blank_page_earns_no_edges():
+    """An 84 px ground-truth image: the exact SVG scores 1 on every term, a blank page 0 on pixel and edge
+    (GRPO in the demo found the old hole: upscaled to 512 px the figure had no edges left, and a blank page
+    "matched" that with edge 1.0), and a misplaced shape lands in between."""
+    from r1vision.tasks.svg.synth_shapes import shape_svg
+
+    head = (
+        f'<svg {NS} width="84" height="84" viewBox="0 0 84 84"><rect width="84" height="84" fill="#FFFFFF"/>'
+    )
+    exact = head + shape_svg("circle", "red", 42, 42, 10, 10) + "</svg>"
+    moved = head + shape_svg("circle", "red", 50, 46, 10, 10) + "</svg>"  # overlapping, beyond registration
+    blank = head + "</svg>"
+    gt = default_pool().render(exact, 84, 84).image
+    scorer = SVGScorer(RewardConfig(), default_pool())
+    assert scorer.ground_truth(gt, None)[0].shape[:2] == (84, 84)  # compared at its own size
+    rows = scorer.score_batch([exact, moved, blank], gt_images=[gt] * 3)
+    assert [rows[0][t] for t in ("pixel", "ssim", "edge")] == pytest.approx([1.0, 1.0, 1.0], abs=1e-6)
+    assert rows[2]["pixel"] < 0.01 and rows[2]["edge"] == 0.0
+    visual = [0.3 * (r["pixel"] + r["ssim"] + r["edge"]) for r in rows]
+    assert visual[0] > visual[1] > visual[2]

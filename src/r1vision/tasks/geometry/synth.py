@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from pathlib import Path
 
@@ -282,14 +282,36 @@ KINDS: dict[str, Callable[[random.Random, _Canvas], tuple[str, str, str]]] = {
 }
 
 
-def synth_geometry(out_dir: str | Path, n: int, seed: int = 0, split: str = "train") -> Path:
-    """Write ``n`` synthetic geometry problems for ``split`` in MAYE's layout; return the jsonl path."""
+def synth_geometry(
+    out_dir: str | Path,
+    n: int,
+    seed: int = 0,
+    split: str = "train",
+    preset: str = "maye",
+    size: int = 84,
+    exclude: Sequence[str] = (),
+    exclude_rate: float = 1.0,
+    require: Sequence[str] = (),
+) -> Path:
+    """Write ``n`` synthetic geometry problems for ``split`` in MAYE's layout; return the jsonl path.
+
+    ``preset="maye"``: the problem kinds above on 336 px diagrams. ``preset="demo"``: the polygon problems
+    of :mod:`.synth_polygons` on ``size`` px images (what ``r1vision demo --task geometry`` trains on), with
+    its ``exclude``/``exclude_rate``/``require`` pairs; any split name is kept as written (``test_ood``).
+    """
     if n <= 0:
         raise ValueError(f"n must be positive, got {n}")
+    if preset not in ("maye", "demo"):
+        raise ValueError(f"preset must be 'maye' or 'demo', got {preset!r}")
     # MAYE's file names: the training split is "rl"; other splits by their canonical name.
     maye_split = {"train": "rl"}.get(canonical_split(split), canonical_split(split))
     rng = random.Random(f"geometry-{seed}-{maye_split}")
     out = Path(out_dir)
+    if preset == "demo":
+        from r1vision.tasks.geometry.synth_polygons import write_polygon_problems
+
+        name = f"geometry_synth_{split if split not in ('train',) else maye_split}_v0"
+        return write_polygon_problems(out, name, n, rng, size, exclude, exclude_rate, require)
     image_dir = out / "geometry_synth_images"
     image_dir.mkdir(parents=True, exist_ok=True)
     path = out / f"geometry_synth_{maye_split}_v0.jsonl"

@@ -2,7 +2,7 @@
 
 Each completion's SVG is rendered in the sandbox (:mod:`.render`) at the ground truth's aspect ratio, with
 its longest side ``RewardConfig.size`` (512 by default: at 256 px a figure with every label wrong still scored
-0.995), and scored *in the render worker* (:mod:`.score`) against the ground-truth figure resized to the same
+0.995) or the ground-truth image's own, if smaller (it is never upsampled), and scored *in the render worker* (:mod:`.score`) against the ground-truth figure resized to the same
 canvas; only the numbers come back. Terms (all in ``[0, 1]``, higher is better):
 
 - ``svg_valid``: 1 when the SVG renders, else 0.
@@ -172,7 +172,10 @@ class SVGScorer:
                 if cache_key in self._gt:
                     self._gt.move_to_end(cache_key)
                     return self._gt[cache_key], key
-            w, h = canvas_size(rgb.shape[1], rgb.shape[0], self.config.size)
+            # Never upsampled: a small figure (an 84 px icon) blown up to 512 px has ramps, not edges, and
+            # a prediction rendered sharp there matched none of them.
+            longest = min(self.config.size, max(rgb.shape[0], rgb.shape[1]))
+            w, h = canvas_size(rgb.shape[1], rgb.shape[0], longest)
             return self._remember(cache_key, _resize(rgb, w, h)), key
         if svg:
             key = content_hash(svg)

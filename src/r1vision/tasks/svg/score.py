@@ -253,7 +253,9 @@ def score(gt: Prepared, pred: np.ndarray, config: dict | RewardConfig | None = N
     edges = _edges(ink, cfg["edge_threshold"])
     nb = int(edges.sum())
     if gt.n_edges == 0 and nb == 0:
-        edge = 1.0
+        # Nothing to match: equal only if both are empty (a blank page against an inked figure whose edges
+        # fall below the threshold once upscaled used to score 1 here; GRPO found it).
+        edge = 1.0 if not gt.has_ink and not bool(ink.max() > 0.1) else 0.0
     elif gt.n_edges == 0 or nb == 0:
         edge = 0.0
     else:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -118,8 +119,23 @@ def figure_svg(rng: random.Random) -> tuple[str, int, int]:
     return "\n".join(parts), width, height
 
 
-def synth_svg(out_dir: str | Path, n: int, seed: int = 0, split: str = "train", **kwargs: Any) -> Path:
+def synth_svg(
+    out_dir: str | Path,
+    n: int,
+    seed: int = 0,
+    split: str = "train",
+    preset: str = "vfig",
+    size: int = 84,
+    exclude: Sequence[str] = (),
+    exclude_rate: float = 1.0,
+    require: Sequence[str] = (),
+    **kwargs: Any,
+) -> Path:
     """Write ``n`` figures to ``out_dir`` and return ``out_dir/{split}.parquet``.
+
+    ``preset="vfig"``: the diagrams above. ``preset="demo"``: one or two shapes on a ``size`` px canvas
+    (:mod:`.synth_shapes`, what ``r1vision demo --task svg`` trains on) with its ``exclude``/
+    ``exclude_rate``/``require`` colour-shape pairs.
 
     Files: ``svgs/{split}_{i:05d}.svg`` and ``images/{split}_{i:05d}.png`` (rendered in the sandbox). Rows
     follow VFig: ``prompt`` (chat messages with an ``<image>`` placeholder), ``response`` (the SVG),
@@ -135,11 +151,18 @@ def synth_svg(out_dir: str | Path, n: int, seed: int = 0, split: str = "train", 
 
     if n <= 0:
         raise ValueError(f"n must be positive, got {n}")
+    if preset not in ("vfig", "demo"):
+        raise ValueError(f"preset must be 'vfig' or 'demo', got {preset!r}")
     rng = random.Random(f"svg-{seed}-{split}")
     out = Path(out_dir)
     (out / "images").mkdir(parents=True, exist_ok=True)
     (out / "svgs").mkdir(parents=True, exist_ok=True)
-    figures = [figure_svg(rng) for _ in range(n)]
+    if preset == "demo":
+        from r1vision.tasks.svg.synth_shapes import shapes_figure
+
+        figures = [shapes_figure(rng, size, exclude, exclude_rate, require) for _ in range(n)]
+    else:
+        figures = [figure_svg(rng) for _ in range(n)]
     pool = RenderPool(**kwargs) if kwargs else default_pool()
     try:
         results = pool.render_many([f[0] for f in figures], [f[1] for f in figures], [f[2] for f in figures])
