@@ -10,6 +10,7 @@ import pytest
 
 from r1vision.cli import main
 from tests.helpers.paths import ROOT
+from tests.helpers.threads import one_thread  # noqa: F401 - autouse fixture
 
 T2I = sorted(p.stem for p in (ROOT / "configs" / "recipes").glob("t2i_*.yaml"))
 # SD3.5-M recipes at tiny scale: 64 px, groups of 2, one step, two eval images of 4 steps
@@ -17,16 +18,6 @@ SHRINK = ["--resolution", "64", "--num_generations", "2", "--per_device_train_ba
           "--gradient_accumulation_steps", "1", "--max_steps", "1", "--eval_num_images", "2",
           "--eval_num_inference_steps", "4", "--eval_steps", "1", "--save_steps", "1", "--max_sequence_length", "16",
           "--use_cpu", "true", "--bf16", "false", "--reward_funcs", "brightness"]  # fmt: skip
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

@@ -4,15 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+from tests.helpers.threads import one_thread  # noqa: F401 - autouse fixture
 
 
 @pytest.fixture(scope="session")

@@ -62,12 +62,7 @@ class SVGDemo(DemoTask):
         from r1vision.tasks.svg.task import SVGOptions, SVGTask
 
         rows = SVGTask().load(self._source(data, split), split, SVGOptions(), self.run_context())
-        if with_completion and "completion" not in rows.column_names:
-            target = [
-                [{"role": "assistant", "content": [{"type": "text", "text": r["response"]}]}] for r in rows
-            ]
-            rows = rows.add_column("completion", target)
-        return rows
+        return rows if with_completion else rows.remove_columns(["completion"])
 
     def reward_specs(self, model_dir: str | Path) -> list[Any]:
         from r1vision.tasks.svg.task import SVGOptions, SVGTask
