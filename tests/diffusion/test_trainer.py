@@ -147,3 +147,45 @@ def test_the_tiny_pixel_model_learns_the_prompt_conditioned_brightness(tiny_sd3,
     trainer.train()
     after = trainer.evaluate()["eval_reward"]
     assert after > before + 0.15, (before, after)
+
+
+def test_rewards_of_one_rollout_batch_run_while_the_next_is_sampled(tiny_sd3, prompts, tmp_path, monkeypatch):
+    import time
+
+    import r1vision.diffusion.trainer as trainer_module
+    from r1vision.diffusion.trainer import DiffusionGRPOTrainer
+
+    sampled, scored = [], []
+    real_rollout = trainer_module.rollout
+
+    def timed_rollout(*a, **kw):
+        start = time.perf_counter()
+        out = real_rollout(*a, **kw)
+        time.sleep(0.2)  # a sampling batch that takes long enough to overlap with
+        sampled.append((start, time.perf_counter()))
+        return out
+
+    brightness = resolve_reward("prompt_brightness")
+
+    def slow_brightness(prompts, images, **columns):
+        start = time.perf_counter()
+        time.sleep(0.2)
+        scored.append((start, time.perf_counter(), len(images)))
+        return brightness(prompts, images, **columns)
+
+    monkeypatch.setattr(trainer_module, "rollout", timed_rollout)
+    trainer = DiffusionGRPOTrainer(tiny_sd3(pixel_space=True), [slow_brightness],
+                                   args=_args(tmp_path, rollout_batch_size=4, max_steps=1),
+                                   train_dataset=load_prompts(prompts, "train"))  # fmt: skip
+    trainer.train()
+    assert [n for *_, n in scored] == [4, 4] and len(sampled) == 2  # 2 prompts x 4 images in batches of 4
+    # the first batch's reward started before the second batch's sampling ended, and ended after it began
+    assert scored[0][0] < sampled[1][1] and scored[0][1] > sampled[1][0]
+    row = next(csv.DictReader(open(tmp_path / "metrics.csv")))
+    assert float(row["logprob_parity_max"]) == 0.0  # replay of the joined batches is still exact
+    assert float(row["reward_busy_s"]) >= 0.4 > float(row["reward_s"])  # only the last batch's wait is paid
+
+
+def test_rollout_batch_size_must_keep_groups_whole_with_same_latent(tmp_path):
+    with pytest.raises(ValueError, match="rollout_batch_size=6 is not a multiple of num_generations=4"):
+        _args(tmp_path, same_latent=True, rollout_batch_size=6)

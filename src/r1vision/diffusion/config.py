@@ -51,6 +51,13 @@ class DiffusionGRPOConfig(TrainingArguments):
     drop_zero_advantage: bool = field(
         default=True, metadata={"help": "Leave zero-advantage samples out of the loss."}
     )
+    rollout_batch_size: int = field(
+        default=0,
+        metadata={
+            "help": "Images sampled at once (Flow-GRPO's sample.train_batch_size); 0 = the whole step. The "
+            "rewards of one batch run while the next is sampled, and a smaller batch lowers the rollout's memory."
+        },
+    )
     same_latent: bool = field(
         default=False, metadata={"help": "One initial noise per group (Flow-GRPO's same_latent)."}
     )
@@ -102,6 +109,13 @@ class DiffusionGRPOConfig(TrainingArguments):
             raise ValueError(f"timestep_fraction must be in (0, 1], got {self.timestep_fraction}")
         if self.denoiser_dtype not in ("float32", "bfloat16", "float16"):
             raise ValueError(f"denoiser_dtype={self.denoiser_dtype!r}; choose float32, bfloat16 or float16")
+        if self.rollout_batch_size < 0:
+            raise ValueError(f"rollout_batch_size must be >= 0, got {self.rollout_batch_size}")
+        if self.same_latent and self.rollout_batch_size % self.num_generations:
+            raise ValueError(
+                f"same_latent needs whole groups per rollout batch: rollout_batch_size={self.rollout_batch_size}"
+                f" is not a multiple of num_generations={self.num_generations}"
+            )
         if self.resolution % 16:
             raise ValueError(f"resolution must be a multiple of 16, got {self.resolution}")
         self.remove_unused_columns = False  # rows are prompts: nothing to match against a forward signature

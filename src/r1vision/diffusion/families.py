@@ -77,7 +77,7 @@ class SD3Family:
         bf16 saves SD3.5's T5-XXL 9.5 GB over fp32) and the VAE stays in fp32 (it decodes what is scored)."""
         from diffusers import StableDiffusion3Pipeline
 
-        pipe = StableDiffusion3Pipeline.from_pretrained(path, torch_dtype=frozen_dtype or dtype)
+        pipe = StableDiffusion3Pipeline.from_pretrained(path, dtype=frozen_dtype or dtype)
         pipe.transformer.to(dtype)
         if pipe.vae is not None:
             pipe.vae.to(torch.float32)

@@ -28,6 +28,14 @@ class Rollout:
     sde_steps: list[int]  # the stochastic transitions (the others are ODE steps)
     images: torch.Tensor  # (batch, 3, H, W) in [0, 1]
 
+    @staticmethod
+    def cat(parts: list[Rollout]) -> Rollout:
+        """One rollout from batches sampled with the same schedule and SDE window (rows in order)."""
+        if len(parts) == 1:
+            return parts[0]
+        return Rollout(torch.cat([r.latents for r in parts]), torch.cat([r.log_probs for r in parts]),
+                       parts[0].sigmas, parts[0].sde_steps, torch.cat([r.images for r in parts]))  # fmt: skip
+
 
 def sde_window(
     steps: int, window_size: int, window_range: tuple[int, int] | None, generator: torch.Generator

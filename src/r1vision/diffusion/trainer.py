@@ -24,7 +24,7 @@ import os
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ from r1vision.diffusion.advantages import group_advantages
 from r1vision.diffusion.config import DiffusionGRPOConfig
 from r1vision.diffusion.ema import EMA
 from r1vision.diffusion.families import Conditioning, load_family, to_pil
-from r1vision.diffusion.rollout import replay, rollout, sde_window
+from r1vision.diffusion.rollout import Rollout, replay, rollout, sde_window
 from r1vision.diffusion.sde import latent_kl
 
 logger = logging.getLogger(__name__)
@@ -120,23 +120,31 @@ class DiffusionGRPOTrainer(Trainer):
         ) % 2**63
         return torch.Generator().manual_seed(seed)
 
-    def _rewards(self, prompts: list[str], images: list[Any], rows: list[dict[str, Any]]) -> torch.Tensor:
-        """(samples, rewards) with NaN where a reward returned None; the functions run concurrently."""
+    def _submit_rewards(
+        self, prompts: list[str], images: list[Any], rows: list[dict[str, Any]]
+    ) -> list[Future]:
+        """Start every reward on these images in the pool (they run while the caller samples the next batch);
+        each future gives ``(values, seconds)``."""
         columns = {k: [r.get(k) for r in rows] for k in rows[0] if k != "prompt"} if rows else {}
 
-        def call(func: Callable) -> list:
-            return func(prompts=prompts, images=images, **columns)
+        def call(func: Callable) -> tuple[list, float]:
+            start = time.perf_counter()
+            out = func(prompts=prompts, images=images, **columns)
+            return out, time.perf_counter() - start
 
-        futures = [self._pool.submit(call, f) for f in self.reward_funcs]
-        values = torch.full((len(prompts), len(self.reward_funcs)), math.nan)
+        return [self._pool.submit(call, f) for f in self.reward_funcs]
+
+    def _collect_rewards(self, futures: list[Future], n: int) -> tuple[torch.Tensor, float]:
+        """(samples, rewards) with NaN where a reward returned None, and the seconds the rewards ran."""
+        values = torch.full((n, len(self.reward_funcs)), math.nan)
+        busy = 0.0
         for j, future in enumerate(futures):
-            out = future.result()
-            if len(out) != len(prompts):
-                raise ValueError(
-                    f"reward {self.reward_names[j]} returned {len(out)} values for {len(prompts)} images"
-                )
+            out, seconds = future.result()
+            busy += seconds
+            if len(out) != n:
+                raise ValueError(f"reward {self.reward_names[j]} returned {len(out)} values for {n} images")
             values[:, j] = torch.tensor([math.nan if v is None else float(v) for v in out])
-        return values
+        return values, busy
 
     # ----------------------------------------------------------------------------------------- training
     def training_step(
@@ -156,14 +164,31 @@ class DiffusionGRPOTrainer(Trainer):
                             tuple(args.sde_window_range) if args.sde_window_range else None, generator)  # fmt: skip
         was_training = unwrapped.training
         unwrapped.eval()
-        roll = rollout(family, unwrapped, cond, steps=args.num_inference_steps, resolution=args.resolution,
-                       guidance_scale=args.guidance_scale, noise_level=args.noise_level, kind=args.sde_kind,
-                       window=window, generator=generator, group_size=group if args.same_latent else None)  # fmt: skip
+        # Sample in batches of rollout_batch_size images; each batch's rewards run in the pool while the next
+        # batch is sampled (Flow-GRPO's executor), so only the last batch's rewards are waited for.
+        size = args.rollout_batch_size or len(expanded)
+        parts, pending = [], []
+        rollout_s = time.perf_counter() - start  # prompt encoding counts as sampling
+        for low in range(0, len(expanded), size):
+            rows_ = torch.arange(low, min(low + size, len(expanded)))
+            tick = time.perf_counter()
+            part = rollout(family, unwrapped, cond.select(rows_), steps=args.num_inference_steps,
+                           resolution=args.resolution, guidance_scale=args.guidance_scale,
+                           noise_level=args.noise_level, kind=args.sde_kind, window=window, generator=generator,
+                           group_size=group if args.same_latent else None)  # fmt: skip
+            rollout_s += time.perf_counter() - tick
+            parts.append(part)
+            span = slice(low, low + len(rows_))
+            pending.append(
+                (self._submit_rewards(expanded[span], to_pil(part.images), rows[span]), len(rows_))
+            )
         unwrapped.train(was_training)
-        rollout_s = time.perf_counter() - start
-        images = to_pil(roll.images)
-        values = self._rewards(expanded, images, rows)
-        reward_s = time.perf_counter() - start - rollout_s
+        roll = Rollout.cat(parts)
+        tick = time.perf_counter()
+        collected = [self._collect_rewards(futures, n) for futures, n in pending]
+        values = torch.cat([v for v, _ in collected])
+        reward_s = time.perf_counter() - tick  # the reward time not hidden behind sampling
+        reward_busy_s = sum(b for _, b in collected)
         weighted = (values * self.reward_weights).nansum(dim=1)
         weighted[torch.isnan(values).all(dim=1)] = math.nan
         advantages, stats = group_advantages(expanded, torch.nan_to_num(weighted, nan=0.0), args.scale_rewards,
@@ -201,9 +226,10 @@ class DiffusionGRPOTrainer(Trainer):
                 approx_kl += float(0.5 * (delta**2).mean())
         else:  # keep every process's backward in step (DDP / ZeRO all-reduce on every micro step)
             self.accelerator.backward(sum(p.sum() * 0.0 for p in model.parameters() if p.requires_grad))
-        train_s = time.perf_counter() - start - rollout_s - reward_s
+        train_s = time.perf_counter() - tick - reward_s
         n = max(len(trained), 1)
-        self._record(weighted, values, stats, rollout_s=rollout_s, reward_s=reward_s, train_s=train_s,
+        self._record(weighted, values, stats, rollout_s=rollout_s, reward_s=reward_s, reward_busy_s=reward_busy_s,
+                     train_s=train_s,
                      policy_loss=policy_loss / n, kl=kl_total / n, clipfrac=clipfrac / n, approx_kl=approx_kl / n,
                      logprob_parity_max=parity, images_per_s=len(expanded) / max(rollout_s, 1e-9),
                      trained_samples=float(len(keep)))  # fmt: skip
