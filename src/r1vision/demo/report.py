@@ -152,9 +152,39 @@ def verdict_lines(
             f"({'meets' if g >= 5 else 'misses'} the +5 target); vs compute-matched SFT: {m:+.1f} points — "
             + _against_matched(d["per_seed_minus_matched"])
         )
+    lines += input_independence_lines(results)
     flat = [r["seed"] for r in results if r.get("reward_curve_flat")]
     if flat:
         lines.append(f"- the GRPO reward curve stayed flat for seed(s) {flat}: RL learned little there.")
+    return lines
+
+
+def distinct_share(pred_dir: str | Path) -> float:
+    """Distinct completions / predictions: 1.0 when every input got its own output; a model that writes the
+    same text for every input reads 1/N however high its reward."""
+    from r1vision.vision.records import read_predictions
+
+    texts = [str(r.get("completion", "")).strip() for r in read_predictions(pred_dir)]
+    return len(set(texts)) / max(len(texts), 1)
+
+
+def input_independence_lines(results: Sequence[dict[str, Any]], floor: float = 0.5) -> list[str]:
+    """A verdict line per split where an arm's outputs barely depend on its input (``distinct`` < ``floor``,
+    mean over seeds): a reward gain there is a better guess that ignores the input, not input reading."""
+    names = {"test": "i.i.d. test", "test_ood": "OOD test"}
+    lines = []
+    for split in ("test", "test_ood"):
+        low = []
+        for arm in ARMS:
+            shares = [r["eval"][split][arm].get("distinct") for r in results]
+            if shares and all(v is not None for v in shares) and float(np.mean(shares)) < floor:
+                low.append(f"{ARM_TITLES[arm]} {100 * float(np.mean(shares)):.0f}%")
+        if low:
+            lines.append(
+                f"- {names[split]}: distinct outputs per input are low ({', '.join(low)}): these arms write "
+                "(nearly) the same output whatever the input, so their scores measure a fixed guess, not input "
+                "reading; a gain between such arms is not evidence that RL taught the model to read the input."
+            )
     return lines
 
 

@@ -46,6 +46,7 @@ class SVGDemo(DemoTask):
         ("ssim_standard", "SSIM (standard)", False),
         ("pixel", "pixel", False),
         ("edge", "edge", False),
+        ("distinct", "distinct outputs", True),
     )
 
     config_class = SVGDemoConfig
@@ -71,6 +72,7 @@ class SVGDemo(DemoTask):
 
     def evaluate(self, model_dir: str, data: Path, split: str, pred_dir: Path) -> dict[str, float]:
         """``r1vision infer`` (greedy) and ``r1vision eval svg`` on ``split``."""
+        from r1vision.demo.report import distinct_share
         from r1vision.generation.sampling import SamplingOptions
         from r1vision.runners.infer import run_inference
         from r1vision.tasks.svg.task import SVGOptions, SVGTask
@@ -82,7 +84,10 @@ class SVGDemo(DemoTask):
                       progress=False)  # fmt: skip
         metrics = task.evaluate_files(source, str(pred_dir), split, opts, self.run_context()).metrics
         keys = ("render_rate", "reward", "ssim_standard", "pixel", "edge", "ssim_reward", "mse", "num_items")
-        return {k: float(metrics[k]) for k in keys if k in metrics}
+        out = {k: float(metrics[k]) for k in keys if k in metrics}
+        # the reward can rise with one figure drawn for every image: say how image-dependent the SVGs are
+        out["distinct"] = distinct_share(pred_dir)
+        return out
 
     def describe(self, iid: dict[str, float], ood: dict[str, float]) -> str:
         return (f"i.i.d. renders {iid['render_rate']:.3f}, reward {iid['reward']:.3f}, SSIM "
