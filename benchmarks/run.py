@@ -30,11 +30,13 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "geometry_verify": ("bench_geometry_verify.py", ["--seconds", "1.0", "--rounds", "2"], ["--seconds", "0.3", "--rounds", "1"]),
     "svg_reward": ("bench_svg_reward.py", ["--n", "64"], ["--n", "16"]),
     "backends": ("bench_backends.py", [], ["--steps", "3", "--warmup", "1", "--max-completion", "16"]),
+    "lora_sync": ("bench_lora_sync.py", [], ["--repeats", "2"]),
+    "t2i": ("bench_t2i.py", ["--repeats", "5"], ["--repeats", "1"]),
     "demo": ("bench_demo.py", ["--seed", "20", "--seeds", "3"], ["--seeds", "1", "--quick"]),
 }  # fmt: skip
 # Benchmarks that need vLLM run in its CPU environment when there is one (scripts/install_vllm_cpu.sh).
 VLLM_PYTHON = HERE.parent / ".venv-vllm" / "bin" / "python"
-NEEDS_VLLM = {"backends"}
+NEEDS_VLLM = {"backends", "lora_sync"}
 
 
 def _commit() -> str:

@@ -87,6 +87,19 @@ def test_lora_colocate_syncs_merged_adapters(tiny_model, color_dir, tmp_path):
     assert rec["lora"] and rec["vllm_text"] == rec["hf_text"], rec
 
 
+def test_lora_colocate_sends_adapters_to_vllm_lora(tiny_model, color_dir, tmp_path):
+    """vllm_lora_adapters: each sync writes the adapter and the engine's LoRA support applies it; rollouts
+    follow the trained adapter (log-prob gap) and greedy decodings equal the PEFT model's."""
+    model = tiny_model("qwen2_vl", **TINY)
+    cmd = [sys.executable, str(SCRIPT), model, str(color_dir), str(tmp_path), "8", "adapters"]
+    rec = _run(cmd, tmp_path, 1)[0]
+    assert rec["lora"] and rec["vllm_text"] == rec["hf_text"], rec
+    # one sync per step plus the script's last one; older adapter folders are pruned
+    assert rec["adapter"]["version"] == rec["syncs"] + 1 and rec["adapter"]["files"] == ["v3", "v4"], rec
+    # r 8 on the 2-layer language model's 7 linear layers: 8 x (in + out) floats per layer, nothing else
+    assert 0 < rec["adapter"]["bytes"] < 200_000, rec
+
+
 def test_zero3_colocate(tiny_model, color_dir, tmp_path):
     """DeepSpeed ZeRO-3 (2 processes, parameters partitioned): gathered weights reach each engine."""
     model = tiny_model("qwen2_vl", **TINY)

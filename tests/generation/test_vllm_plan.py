@@ -41,6 +41,11 @@ def test_config_refuses_impossible_engine_settings():
     with pytest.raises(ValueError, match="no room for a prompt"):
         _config(generation_backend="vllm_colocate", vllm_max_model_length=256, max_completion_length=256)
     assert _config(generation_backend="vllm_colocate").max_prompt_text_tokens == 1024  # fine as it is
+    with pytest.raises(ValueError, match="vllm_lora_adapters needs generation_backend='vllm_colocate'"):
+        _config(generation_backend="vllm_server", vllm_lora_adapters=True, lora_r=8)
+    with pytest.raises(ValueError, match="vllm_lora_adapters needs LoRA"):
+        _config(generation_backend="vllm_colocate", vllm_lora_adapters=True)
+    assert _config(generation_backend="vllm_colocate", vllm_lora_adapters=True, use_peft=True).lora_r == 16
 
 
 def test_server_info_check_refuses_short_or_mismatched_servers():

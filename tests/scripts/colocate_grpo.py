@@ -1,13 +1,14 @@
 """GRPO with one colocated vLLM engine per training process; run by ``tests/generation/test_vllm_colocate.py``
 (directly or under ``accelerate launch``; not a test module itself).
 
-    colocate_grpo.py MODEL DATA OUT [LORA_R]
+    colocate_grpo.py MODEL DATA OUT [LORA_R [adapters]]
 
 Trains 3 steps with a reward that has spread and a large learning rate (so the weights move far), then
 writes ``OUT/rank{R}.json``: world size, ZeRO stage, the engine this process holds, the per-step gap
 between vLLM's and the trainer's log-probs of the sampled tokens, how far the trainable weights moved,
 and (without ZeRO-3, where the model is whole) greedy decodings of two image prompts by this process's
-engine and by HF ``generate`` on the trained model.
+engine and by HF ``generate`` on the trained model. With ``adapters`` the syncs send the LoRA adapter to
+vLLM's LoRA support (``vllm_lora_adapters``) instead of merged weights.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from tests.helpers.tasks import task_rows  # noqa: E402
 from tests.helpers.training import grpo_args, varied_reward  # noqa: E402
 
 
-def main(model_path: str, data: str, out: str, lora_r: int) -> None:
+def main(model_path: str, data: str, out: str, lora_r: int, adapters: bool = False) -> None:
     from tests.scripts.per_rank_grpo import MAX_NEW_TOKENS, hf_generate, rows_and_images
 
     from r1vision.generation.sampling import SamplingOptions
@@ -41,6 +42,7 @@ def main(model_path: str, data: str, out: str, lora_r: int) -> None:
         freeze_vision_tower=True,
         lora_r=lora_r,
         lora_alpha=2 * max(lora_r, 1),
+        vllm_lora_adapters=adapters,
     )
     trainer = VisionGRPOTrainer(model_path, [varied_reward], args=args, train_dataset=dataset)
     zero3 = trainer.vllm_generation._dist.is_zero3
@@ -62,6 +64,7 @@ def main(model_path: str, data: str, out: str, lora_r: int) -> None:
         "lora": getattr(trainer.model, "peft_config", None) is not None,
         "gaps": gaps,
         "moved": moved,
+        "syncs": len(gaps),
     }
     if not zero3:
         # The weights the engine now holds decode exactly like the trained model (adapters active for LoRA).
@@ -75,6 +78,9 @@ def main(model_path: str, data: str, out: str, lora_r: int) -> None:
         greedy = SamplingOptions(max_new_tokens=MAX_NEW_TOKENS, temperature=0.0)
         record["vllm_text"] = [texts[0] for texts in wrapper.generate(rows, images, greedy)]
         record["hf_text"] = hf_generate(model, processor, budget, rows, images)
+        if gen._adapters is not None:  # what the last adapter sync wrote and sent
+            record["adapter"] = {"version": gen._adapters.version, "bytes": gen._adapters.bytes_sent,
+                                 "files": sorted(p.name for p in gen._adapters.root.iterdir())}  # fmt: skip
     Path(out, f"rank{rank}.json").write_text(json.dumps(record, default=str))
 
 
@@ -89,4 +95,5 @@ def _full(param: torch.Tensor, zero3: bool) -> torch.Tensor:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]) if len(sys.argv) > 4 else 0)
+    main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]) if len(sys.argv) > 4 else 0,
+         len(sys.argv) > 5 and sys.argv[5] == "adapters")  # fmt: skip

@@ -15,12 +15,15 @@ importance sampling) and changes what it lacks for VLMs (the shared parts are in
   :func:`~r1vision.generation.vllm_engine.load_weights_inplace`). It sends only parameters that can have
   changed, except after a sleep: TRL sleeps the engine at level 2, which discards every weight, so the
   sync after wake-up re-pushes all of them (:func:`~r1vision.generation.vllm_plan.sleep_plan`).
+- with ``vllm_lora_adapters`` the engine runs vLLM's LoRA support and a sync sends only the adapter
+  (:mod:`~r1vision.generation.lora_push`).
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
+from typing import Any
 
 import torch
 from trl.generation import vllm_generation as trl_vllm_generation
@@ -39,6 +42,9 @@ from r1vision.generation.weight_sync import sync_param_names
 class ColocateVLLMGeneration(VisionVLLMBase):
     """TRL's colocate ``VLLMGeneration`` with the VLM fixes listed in the module docstring."""
 
+    lora_adapters: bool = False  # set by the trainer from vllm_lora_adapters
+    _adapters: Any = None
+
     def _init_vllm(self) -> None:
         from r1vision.generation import vllm_compat
 
@@ -51,12 +57,24 @@ class ColocateVLLMGeneration(VisionVLLMBase):
         extra = engine_kwargs(self.model.name_or_path, budget, self.max_images, dtype=dtype)
         for key in ("model", "seed", "max_model_len"):  # TRL sets these itself (max_model_length)
             extra.pop(key)
+        self._adapters = None
+        if self.lora_adapters:
+            from r1vision.generation.lora_push import AdapterPush, adapter_problems, engine_lora_rank
+
+            problems = adapter_problems(self.model)
+            if problems:
+                raise ValueError("; ".join(problems))
+            r = int(self.model.peft_config["default"].r)
+            extra.update(enable_lora=True, max_lora_rank=engine_lora_rank(r), max_loras=1)
+            self._adapters = AdapterPush(self.model)
         original = trl_vllm_generation.LLM
         trl_vllm_generation.LLM = functools.partial(original, **extra)
         try:
             super()._init_vllm()
         finally:
             trl_vllm_generation.LLM = original
+        if self._adapters is not None:
+            self._adapters.wrap_generate(self.llm)
 
     def _generate(self, prompts, images, num_generations, profiler, image_token) -> tuple:
         """TRL's colocate generation from unexpanded prompts; checks vLLM's expansion against ours."""
@@ -72,7 +90,11 @@ class ColocateVLLMGeneration(VisionVLLMBase):
         return list(prompts), completion_ids, logprobs, logprob_token_ids
 
     def sync_weights(self) -> None:
-        """Push the parameters that can have changed; after a level-2 sleep, every parameter."""
+        """Push the parameters that can have changed; after a level-2 sleep, every parameter. With
+        ``vllm_lora_adapters``, the adapter alone."""
+        if self._adapters is not None:
+            self._adapters.push(self._dist.gather_params)
+            return
         full = False
         if self.enable_sleep_mode:
             from trl.generation.vllm_generation import empty_cache

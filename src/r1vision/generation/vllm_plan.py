@@ -135,6 +135,14 @@ def engine_problems(args: Any, cuda: bool) -> list[str]:
             "use_dora with a vLLM backend: the engine receives merged weights W + s*B@A, which DoRA's "
             "magnitude rescaling does not follow; use plain LoRA (or rsLoRA) with vLLM, or generation_backend hf"
         )
+    if getattr(args, "vllm_lora_adapters", False):
+        if int(getattr(args, "lora_r", 0) or 0) <= 0:
+            problems.append("vllm_lora_adapters needs LoRA (set lora_r or use_peft)")
+        if getattr(args, "vllm_enable_sleep_mode", False):
+            problems.append(
+                "vllm_lora_adapters with vllm_enable_sleep_mode: sleep level 2 drops the engine's base weights, "
+                "which an adapter sync never re-sends; turn one of them off"
+            )
     util = float(getattr(args, "vllm_gpu_memory_utilization", 0.3))
     if mode == "colocate" and not 0.0 < util < 1.0:
         problems.append(f"vllm_gpu_memory_utilization={util} must be in (0, 1) when colocated with training")

@@ -31,12 +31,15 @@ def vision_vllm_generation(
     per_rank_servers: bool = False,
     mode: str = "colocate",
     max_model_len: int | None = None,
+    lora_adapters: bool = False,
 ) -> Iterator[type[VisionVLLMBase]]:
     """While active, ``GRPOTrainer.__init__`` builds the r1vision backend for ``use_vllm``."""
     from trl.trainer import grpo_trainer
 
     base = backend_class(mode, per_rank_servers)
     attrs: dict[str, Any] = {"max_images": max_images, "max_model_len": max_model_len}
+    if lora_adapters:
+        attrs["lora_adapters"] = True
     cls = type(f"Bound{base.__name__}", (base,), attrs)
     original = grpo_trainer.VLLMGeneration
     grpo_trainer.VLLMGeneration = cls

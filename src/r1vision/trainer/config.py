@@ -310,6 +310,14 @@ class VisionGRPOConfig(VisionOptions, GRPOConfig):
             "process generates its own prompts there and pushes its weights over HTTP (works on CPU)."
         },
     )
+    vllm_lora_adapters: bool = field(
+        default=False,
+        metadata={
+            "help": "With LoRA and vllm_colocate: each weight sync sends the LoRA adapter to vLLM's LoRA "
+            "support (enable_lora) instead of merged weights: MBs per sync instead of every adapted layer's "
+            "full weight; the base weights in the engine never change."
+        },
+    )
     max_images_per_prompt: int = field(
         default=1, metadata={"help": "Most images in a prompt: vLLM's limit_mm_per_prompt (videos are off)."}
     )
@@ -341,6 +349,8 @@ class VisionGRPOConfig(VisionOptions, GRPOConfig):
             self.generation_backend = f"vllm_{self.vllm_mode}"
         if self.vllm_server_per_rank and not (self.use_vllm and self.vllm_mode == "server"):
             raise ValueError("vllm_server_per_rank needs generation_backend='vllm_server'")
+        if self.vllm_lora_adapters and not (self.use_vllm and self.vllm_mode == "colocate"):
+            raise ValueError("vllm_lora_adapters needs generation_backend='vllm_colocate'")
         if not 0.0 < self.keep_groups_by_std <= 1.0:
             raise ValueError(f"keep_groups_by_std must be in (0, 1], got {self.keep_groups_by_std}")
         from r1vision.trainer.advantages import resolve_estimator_options

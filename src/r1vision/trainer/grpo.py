@@ -70,6 +70,7 @@ class VisionGRPOTrainer(FinalOutputMixin, CheckpointRenameMixin, VisionSetupMixi
                 max_images,
                 per_rank_servers=getattr(args, "vllm_server_per_rank", False),
                 mode=args.vllm_mode,
+                lora_adapters=getattr(args, "vllm_lora_adapters", False),
                 max_model_len=resolve_max_model_len(
                     args.vllm_max_model_length,
                     self.pixel_budget,
