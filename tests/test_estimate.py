@@ -211,3 +211,22 @@ def test_load_dtype_sync_and_generation_peaks_by_hand():
     assert z3.peak == max(z3.training, z3.model_states + z3.reference + z3.overhead + z3.generation_peak)
     assert z3.peak > z3.training  # the gathered model outweighs the step's activations here
     assert not z3.fits_server(z3.training / GIB + 0.01)  # a card that holds the step but not the peak
+
+
+def test_adapter_sync_peak_is_the_adapter_not_a_merged_layer():
+    """vllm_lora_adapters: the sync gathers the fp32 adapter (not a layer and its merged copy) and the
+    engine holds a bf16 slot of it."""
+    base = dict(gpus=1, zero=3, lora_r=16, batch=2, prompt_tokens=100, completion_tokens=100,
+                max_pixels=28 * 28 * 4, generation="vllm_colocate")  # fmt: skip
+    merged = estimate(SHAPE, TrainSetup(**base))
+    adapter = estimate(SHAPE, TrainSetup(**base, lora_adapters=True))
+    trainable = 16 * SHAPE.lora_in_out
+    assert adapter.sync_peak == 4 * trainable and adapter.vllm_min == merged.vllm_min + 2 * trainable
+    assert (
+        estimate(SHAPE, TrainSetup(**{**base, "lora_r": 0}, lora_adapters=True)).sync_peak == merged.sync_peak
+    )
+    seven_b = shape_of(load_model_config("Qwen/Qwen2.5-VL-7B-Instruct"))  # r 16: 154 MiB vs a merged layer
+    assert (
+        estimate(seven_b, TrainSetup(**base, lora_adapters=True)).sync_peak
+        < estimate(seven_b, TrainSetup(**base)).sync_peak
+    )

@@ -204,6 +204,7 @@ def plan(kind: str, argv: Sequence[str]) -> DryRun:
         weight_bytes=_weight_bytes(config, target_cpu),
         generation=str(getattr(config, "generation_backend", "hf")) if kind == "grpo" else "hf",
         num_generations=int(getattr(config, "num_generations", 1) or 1) if kind == "grpo" else 1,
+        lora_adapters=bool(getattr(config, "vllm_lora_adapters", False)) if kind == "grpo" else False,
     )
     est = estimate(shape, setup)
     layout = f"ZeRO-{zero} over {gpus} GPUs" if zero else "DDP (every GPU holds every state)"

@@ -99,6 +99,7 @@ class TrainSetup:
     weight_bytes: int = 2
     generation: str = "hf"  # "hf", "vllm_colocate" or "vllm_server": which transients a step has
     num_generations: int = 8  # sequences generated per prompt (the HF generation's KV cache)
+    lora_adapters: bool = False  # vllm_lora_adapters: a sync sends the adapter, not merged weights
 
 
 @dataclass(frozen=True)
@@ -344,6 +345,8 @@ def estimate(shape: ModelShape, setup: TrainSetup) -> MemoryEstimate:
         # streamed sync (generation/weight_sync.py): one layer gathered (ZeRO-3) and its merged or copied
         # tensor, in the load dtype; the per-rank server path also copies it to the CPU
         sync_peak = 2 * max(setup.weight_bytes, 2) * layer
+        if setup.lora_adapters and setup.lora_r > 0:  # the whole adapter gathered once, fp32 (lora_push.py)
+            sync_peak = 4 * trainable
     else:
         # HF generation of batch sequences: the KV cache grows to prompt + completion per sequence; under
         # ZeRO-3 TRL gathers the whole model (bf16) for it
@@ -358,7 +361,8 @@ def estimate(shape: ModelShape, setup: TrainSetup) -> MemoryEstimate:
         activations=lm_act + v_act,
         logits=logits,
         overhead=OVERHEAD_BYTES,
-        vllm_min=2 * p + kv,
+        # with vLLM's LoRA support the engine also holds a bf16 slot of the adapter
+        vllm_min=2 * p + kv + (2 * trainable if setup.lora_adapters and setup.lora_r > 0 else 0),
         cpu_offload=cpu,
         trainable_params=trainable,
         sync_peak=sync_peak,
