@@ -47,7 +47,14 @@ def test_24gb_recipe_fits_24gb_per_the_estimate():
     assert result.facts["training_bytes"] < 24 * 1024**3
     assert result.facts["max_model_len"] == 1024 + 512 + 1024
     text = "\n".join(result.lines)
-    assert "280 of 729 tensors" in text  # LoRA + frozen tower: the changing linears only
+    # the recipe sends its LoRA adapter to vLLM's LoRA support: 392 tensors, not 280 merged linears
+    assert (
+        "the LoRA adapter: 392 tensors, 161.5M elements" in text and "merged weights would be 6.53B" in text
+    )
+    merged = plan("grpo", ["--config", str(RECIPES / "sgg_grpo_24gb.yaml"), "--gpus", "4", "--zero", "3",
+                           "--vllm_lora_adapters", "false"])  # fmt: skip
+    assert "280 of 729 tensors" in "\n".join(merged.lines)  # LoRA + frozen tower: the changing linears only
+    assert merged.facts["training_bytes"] >= result.facts["training_bytes"]
 
 
 def test_vllm_colocate_shows_engine_args_and_sync():

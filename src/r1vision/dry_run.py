@@ -319,14 +319,31 @@ def _engine(
     out.add("sleep mode", sleep.describe())
     partial, full = sync_summary(model), sync_summary(model, full=True)
     sends = full if sleep.sync_after_sleep == "all" and sleep.level else partial
-    out.add(
-        "weight sync",
-        f"{sends['tensors']} of {sends['total_tensors']} tensors, {sends['elements'] / 1e9:.2f}B of "
-        f"{sends['total_elements'] / 1e9:.2f}B elements per sync"
-        + (" (every parameter: the engine slept)" if sends is full else " (the parameters that can change)"),
-    )
-    if sends is not full:
-        out.lines.append(f"{'':<22}not sent: {_skipped(model)} (the engine keeps its checkpoint's values)")
+    if getattr(config, "vllm_lora_adapters", False):
+        adapter = [p for n, p in model.named_parameters() if ".lora_" in n]
+        elements = sum(p.numel() for p in adapter)
+        sends = {"tensors": len(adapter), "elements": elements}
+        out.add(
+            "weight sync",
+            f"the LoRA adapter: {len(adapter)} tensors, {elements / 1e6:.1f}M elements ({4 * elements / 2**20:.0f} "
+            f"MiB fp32) per sync to vLLM's LoRA support (vllm_lora_adapters; merged weights would be "
+            f"{partial['elements'] / 1e9:.2f}B elements)",
+        )
+    else:
+        out.add(
+            "weight sync",
+            f"{sends['tensors']} of {sends['total_tensors']} tensors, {sends['elements'] / 1e9:.2f}B of "
+            f"{sends['total_elements'] / 1e9:.2f}B elements per sync"
+            + (
+                " (every parameter: the engine slept)"
+                if sends is full
+                else " (the parameters that can change)"
+            ),
+        )
+        if sends is not full:
+            out.lines.append(
+                f"{'':<22}not sent: {_skipped(model)} (the engine keeps its checkpoint's values)"
+            )
     out.facts.update(max_model_len=max_len, sleep_level=sleep.level, sync_tensors=sends["tensors"])
     # vLLM starts when its share holds the weights and the KV cache of one max_model_len sequence; TRL's
     # max_num_seqs (one generation round: per_device_train_batch_size x steps_per_generation) runs

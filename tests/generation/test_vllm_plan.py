@@ -46,6 +46,8 @@ def test_config_refuses_impossible_engine_settings():
     with pytest.raises(ValueError, match="vllm_lora_adapters needs LoRA"):
         _config(generation_backend="vllm_colocate", vllm_lora_adapters=True)
     assert _config(generation_backend="vllm_colocate", vllm_lora_adapters=True, use_peft=True).lora_r == 16
+    per_rank = dict(generation_backend="vllm_server", vllm_server_per_rank=True, vllm_lora_adapters=True)
+    assert _config(**per_rank, lora_r=8).vllm_lora_adapters
 
 
 def test_server_info_check_refuses_short_or_mismatched_servers():
@@ -100,6 +102,12 @@ def test_vllm_serve_reads_the_recipe(tmp_path, monkeypatch, keep_signals):
     assert args[args.index("--max-images-per-prompt") + 1] == "2"
     assert args[args.index("--max-completion-length") + 1] == "2048"
     assert args[args.index("--max-prompt-text-tokens") + 1] == "600"
+    assert "--max-lora-rank" not in args  # merged-weight syncs: no LoRA support needed
+    # a recipe whose trainer sends LoRA adapters starts servers with LoRA support for its rank
+    recipe.write_text("model: some/model\nlora_r: 32\nvllm_lora_adapters: true\n")
+    with pytest.raises(Stop):
+        vllm_serve_main(["--config", str(recipe), "--log-dir", str(tmp_path)])
+    assert seen["args"][seen["args"].index("--max-lora-rank") + 1] == "32"
 
 
 def test_vllm_serve_refuses_tensor_parallel_before_starting(tmp_path, monkeypatch, capsys, keep_signals):

@@ -208,18 +208,7 @@ def test_ddp_grpo_each_rank_uses_its_own_server_and_rollouts_follow_the_weights(
         str(tmp_path),
         str(base),
     ]
-    # The trainer's budget (max_pixels 3136, min from the processor) is the servers' budget.
-    cmd = [*R1VISION, "vllm-serve", "--model", model_path, "--num-servers", "2", "--base-port", str(base)]
-    cmd += ["--log-dir", str(tmp_path / "logs"), "--max-pixels", "3136", "--", *launch]
-    proc = subprocess.Popen(
-        cmd, cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        out, err = proc.communicate(timeout=1800)
-    finally:
-        _stop(proc)
-    assert proc.returncode == 0, out[-3000:] + err[-6000:]
-    results = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    results = _serve_and_run(model_path, base, 2, tmp_path, launch)
     for rank, r in enumerate(results):
         assert r["url"] == f"http://127.0.0.1:{base + rank}"
         # Per step one request from this rank alone: its group of 4 identical prompts, sent once with n=4
@@ -231,6 +220,35 @@ def test_ddp_grpo_each_rank_uses_its_own_server_and_rollouts_follow_the_weights(
         assert r["server_text"] == r["hf_text"] != r["initial_text"]
     assert results[0]["server_pid"] != results[1]["server_pid"]
     assert _wait_gone([base, base + 1]) == []
+
+
+def _serve_and_run(model: str, base: int, n: int, out: Path, command: list[str], *flags: str) -> list[dict]:
+    """``r1vision vllm-serve`` with ``n`` servers at the trainer's budget (max_pixels 3136, min from the
+    processor) around ``command``; the ``rank{R}.json`` records the command wrote."""
+    cmd = [*R1VISION, "vllm-serve", "--model", model, "--num-servers", str(n), "--base-port", str(base)]
+    cmd += ["--log-dir", str(out / "logs"), "--max-pixels", "3136", *flags, "--", *command]
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        stdout, stderr = proc.communicate(timeout=1800)
+    finally:
+        _stop(proc)
+    assert proc.returncode == 0, stdout[-3000:] + stderr[-6000:]
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(n)]
+
+
+def test_per_rank_server_takes_lora_adapters(model_path, color_dir, tmp_path):
+    """``vllm_lora_adapters`` with a per-rank server started with --max-lora-rank: every sync is one
+    adapter push (no weight reload), rollouts follow the adapter and greedy decoding equals the PEFT model's."""
+    base = _free_ports(1)
+    script = [sys.executable, str(ROOT / "tests" / "scripts" / "per_rank_grpo.py"), model_path, str(color_dir),
+              str(tmp_path), str(base), "adapters"]  # fmt: skip
+    (r,) = _serve_and_run(model_path, base, 1, tmp_path, script, "--max-lora-rank", "8")
+    assert r["stats"]["adapter_updates"] == 4 and r["stats"]["weight_updates"] == 0, r["stats"]
+    assert len(r["gaps"]) == 3 and max(r["gaps"]) < 0.05, r["gaps"]
+    assert r["server_text"] == r["hf_text"], r
+    assert _wait_gone([base]) == []
 
 
 def test_selftest_vllm_server_backend(capsys):

@@ -1,11 +1,12 @@
 """GRPO with one r1vision vLLM server per training process; run under ``accelerate launch`` by
 ``tests/generation/test_vllm_server.py`` (not a test module itself).
 
-    per_rank_grpo.py MODEL DATA OUT BASE_PORT
+    per_rank_grpo.py MODEL DATA OUT BASE_PORT [adapters]
 
 Each rank trains 3 steps with a reward that has spread (so the weights move), pushes the final weights,
 then decodes two image prompts greedily through its own server and with HF ``generate`` on the trained
 model, and writes ``OUT/rank{R}.json`` with what it saw (server port/pid/counters, log-prob gaps, texts).
+With ``adapters``: LoRA r 8, the syncs send the adapter to the server's LoRA support (``vllm_lora_adapters``).
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def hf_generate(
     return [texts[0] for texts in generate(model, processor, rows, budget, options, images=images)]
 
 
-def main(model_path: str, data: str, out: str, base_port: int) -> None:
+def main(model_path: str, data: str, out: str, base_port: int, adapters: bool = False) -> None:
     from transformers import AutoModelForImageTextToText
 
     from r1vision.trainer.grpo import VisionGRPOTrainer
@@ -81,8 +82,9 @@ def main(model_path: str, data: str, out: str, base_port: int) -> None:
         vllm_server_port=base_port,
         vllm_server_timeout=900,
         max_steps=3,
-        learning_rate=5e-2,
+        learning_rate=2e-1 if adapters else 5e-2,
         freeze_vision_tower=True,
+        **(dict(lora_r=8, lora_alpha=16, vllm_lora_adapters=True) if adapters else {}),
     )
     trainer = VisionGRPOTrainer(model_path, [varied_reward], args=args, train_dataset=dataset)
     trainer.train()
@@ -116,4 +118,10 @@ def main(model_path: str, data: str, out: str, base_port: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    main(
+        sys.argv[1],
+        sys.argv[2],
+        sys.argv[3],
+        int(sys.argv[4]),
+        len(sys.argv) > 5 and sys.argv[5] == "adapters",
+    )

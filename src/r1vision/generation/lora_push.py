@@ -17,6 +17,7 @@ never re-sends).
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import shutil
 import tempfile
@@ -66,49 +67,74 @@ def adapter_problems(model: torch.nn.Module) -> list[str]:
     return problems
 
 
-class AdapterPush:
-    """Writes each sync's adapter to a folder of this process and hands the engine a new ``LoRARequest``.
+@torch.no_grad()
+def adapter_payload(
+    model: torch.nn.Module, gather: Callable[[list], AbstractContextManager] | None = None
+) -> tuple[bytes, dict[str, Any]]:
+    """The adapter as safetensors bytes (PEFT's names and fp32 values) and its PEFT config as JSON values.
 
     ``gather(params)`` materialises sharded parameters (TRL's ``DistributedBackend.gather_params``); every
-    rank calls it with the same list, as ZeRO-3 requires.
-    """
+    rank calls it with the same list, as ZeRO-3 requires."""
+    from peft import get_peft_model_state_dict
+    from safetensors.torch import save
 
-    def __init__(self, model: torch.nn.Module, root: str | None = None, keep: int = 2) -> None:
-        self.model = model
+    gather = gather or (lambda params: nullcontext())
+    params = [p for n, p in model.named_parameters() if ".lora_" in n]
+    with gather(params):
+        state = get_peft_model_state_dict(model)
+        state = {k: v.detach().to("cpu", copy=True).contiguous() for k, v in state.items()}
+    config = json.loads(json.dumps(model.peft_config["default"].to_dict(), default=_json_value))
+    return save(state), config
+
+
+def _json_value(value: Any) -> Any:
+    return sorted(value) if isinstance(value, set) else str(value)
+
+
+class AdapterVersions:
+    """Adapter versions in folders under ``root`` (``v1``, ``v2``, ...), each with the ``LoRARequest`` that
+    makes vLLM load it; older folders are removed once ``keep`` newer ones exist (vLLM reads a folder when
+    a request first uses it)."""
+
+    def __init__(self, root: str | None = None, keep: int = 2) -> None:
         self.root = Path(root or tempfile.mkdtemp(prefix="r1vision-lora-"))
         self.root.mkdir(parents=True, exist_ok=True)
         self.keep = keep
         self.version = 0
         self.request: Any = None
-        self.bytes_sent = 0
+        self.bytes_received = 0
         self._ids = itertools.count(1)
 
-    @torch.no_grad()
-    def push(self, gather: Callable[[list], AbstractContextManager] | None = None) -> Any:
-        """Save the current adapter and return the ``LoRARequest`` that generation now uses."""
-        from peft import get_peft_model_state_dict
-        from safetensors.torch import save_file
+    def add(self, data: bytes, config: dict[str, Any]) -> Any:
+        """Write one adapter (safetensors bytes + PEFT config) and return its ``LoRARequest``."""
         from vllm.lora.request import LoRARequest
 
-        gather = gather or (lambda params: nullcontext())
-        params = [p for n, p in self.model.named_parameters() if ".lora_" in n]
-        with gather(params):
-            state = get_peft_model_state_dict(self.model)
-            state = {k: v.detach().to("cpu", copy=True).contiguous() for k, v in state.items()}
         self.version = next(self._ids)
         folder = self.root / f"v{self.version}"
         folder.mkdir(parents=True, exist_ok=True)
-        save_file(state, str(folder / "adapter_model.safetensors"))
-        self.model.peft_config["default"].save_pretrained(str(folder))  # r and alpha travel with it
-        self.bytes_sent = sum(t.numel() * t.element_size() for t in state.values())
+        (folder / "adapter_model.safetensors").write_bytes(data)
+        (folder / "adapter_config.json").write_text(json.dumps(config, indent=1))  # r and alpha with it
+        self.bytes_received = len(data)
         self.request = LoRARequest(f"r1vision-{self.version}", self.version, str(folder))
-        self._prune()
-        return self.request
-
-    def _prune(self) -> None:
-        """Old versions go once vLLM can no longer need them (it loads an adapter when first used)."""
         for old in range(1, self.version - self.keep + 1):
             shutil.rmtree(self.root / f"v{old}", ignore_errors=True)
+        return self.request
+
+
+class AdapterPush(AdapterVersions):
+    """Colocate mode: each sync writes this process's adapter and points the in-process engine at it."""
+
+    def __init__(self, model: torch.nn.Module, root: str | None = None, keep: int = 2) -> None:
+        super().__init__(root, keep)
+        self.model = model
+
+    @property
+    def bytes_sent(self) -> int:
+        return self.bytes_received
+
+    def push(self, gather: Callable[[list], AbstractContextManager] | None = None) -> Any:
+        """Save the current adapter and return the ``LoRARequest`` that generation now uses."""
+        return self.add(*adapter_payload(self.model, gather))
 
     def wrap_generate(self, llm: Any) -> None:
         """Every ``llm.generate`` call (TRL's rollouts, r1vision's evaluation) uses the current adapter."""

@@ -90,6 +90,11 @@ class VLLMServerClient:
             self._post("/weights/chunk", data=save(chunk))
         return int(self._post("/weights/end")["tensors"])
 
+    def update_adapter(self, data: bytes, config: dict[str, Any]) -> int:
+        """Send a LoRA adapter (safetensors bytes, PEFT config); the server generates with it from now on."""
+        headers = {"X-Adapter-Config": json.dumps(config), "Content-Type": "application/octet-stream"}
+        return int(self._post("/adapter", data=data, headers=headers)["version"])
+
     def reset_cache(self) -> None:
         self._post("/reset_cache")
 

@@ -215,6 +215,9 @@ def apply_recipe(a: Any, argv: Sequence[str]) -> None:
             if option is None or key not in recipe or option in given or recipe[key] is None:
                 continue
             setattr(a, option, recipe[key])
+        # a trainer that sends LoRA adapters needs servers with LoRA support for its rank
+        if recipe.get("vllm_lora_adapters") and "max_lora_rank" not in given:
+            a.max_lora_rank = int(recipe.get("lora_r") or (16 if recipe.get("use_peft") else 0))
     if a.max_completion_length is None and a.max_model_len is None:
         # TRL's default, as the trainer would use it; a server sized to the model's whole context may
         # not even start (Qwen3-VL: 262,144 tokens of KV cache)
@@ -284,6 +287,8 @@ def vllm_serve_main(argv: Sequence[str] | None = None) -> int:
 def _r1vision_server_args(a: Any) -> list[str]:
     server_args = ["--gpu-memory-utilization", str(a.gpu_memory_utilization)]
     server_args += ["--max-images-per-prompt", str(a.max_images_per_prompt)]
+    if getattr(a, "max_lora_rank", 0):
+        server_args += ["--max-lora-rank", str(a.max_lora_rank)]
     for flag in (
         "min_pixels",
         "max_pixels",

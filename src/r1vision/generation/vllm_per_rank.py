@@ -22,6 +22,8 @@ from r1vision.vision.budget import PixelBudget
 class PerRankVLLMGeneration(VisionVLLMBase):
     """TRL's server-mode ``VLLMGeneration`` talking to this process's own r1vision server."""
 
+    lora_adapters: bool = False  # set by the trainer from vllm_lora_adapters
+
     def _init_vllm(self) -> None:
         """Connect to this process's own server (``server_port + local rank``) and check its settings."""
         from r1vision.generation.vllm_client import VLLMServerClient
@@ -37,6 +39,19 @@ class PerRankVLLMGeneration(VisionVLLMBase):
         self.vllm_client = VLLMServerClient(f"http://{host}:{port}")
         info = self.vllm_client.wait_healthy(self.server_timeout)
         check_server_info(info, port, self.budget, self.max_images, self.max_model_length)
+        if self.lora_adapters:
+            from r1vision.generation.lora_push import adapter_problems
+
+            problems = adapter_problems(self.model)
+            if problems:
+                raise ValueError("; ".join(problems))
+            rank = int(self.model.peft_config["default"].r)
+            if int(info.get("max_lora_rank") or 0) < rank:
+                raise ValueError(
+                    f"vllm_lora_adapters: the vLLM server on port {port} runs with max_lora_rank "
+                    f"{info.get('max_lora_rank') or 0}, the adapter has rank {rank}: start `r1vision vllm-serve` "
+                    f"with the training --config (or --max-lora-rank {rank})"
+                )
         self._translate_generation_kwargs()
         self.accelerator.wait_for_everyone()
 
@@ -89,7 +104,13 @@ class PerRankVLLMGeneration(VisionVLLMBase):
         return [list(p) for p in prompts], completion_ids, logprobs, logprob_token_ids
 
     def sync_weights(self) -> None:
-        """Every rank walks the parameters (ZeRO-3 gathers are collective) and pushes to its own server."""
+        """Every rank walks the parameters (ZeRO-3 gathers are collective) and pushes to its own server;
+        with ``vllm_lora_adapters`` only the adapter (:mod:`~r1vision.generation.lora_push`)."""
+        if self.lora_adapters:
+            from r1vision.generation.lora_push import adapter_payload
+
+            self.vllm_client.update_adapter(*adapter_payload(self.model, self._dist.gather_params))
+            return
         names = sync_param_names(self.model)
         if names:  # nothing trainable: the server keeps the checkpoint it started from
             self.vllm_client.update_weights(names, self._iter_named_params())

@@ -11,8 +11,9 @@ rank``), sends its own prompts and pushes its own copy of the weights over HTTP.
 rules, as in colocate mode). Endpoints: ``GET /health``, ``GET /info`` (budget, request counters),
 ``POST /generate`` (token IDs with one unexpanded placeholder per image, PNG images, sampling parameters
 incl. ``n`` and ``logprobs``), ``POST /weights/begin|chunk|end`` (safetensors chunks loaded through
-:class:`~r1vision.generation.vllm_engine.InplaceReload`, so it works on vLLM-CPU and GPUs) and
-``POST /reset_cache``.
+:class:`~r1vision.generation.vllm_engine.InplaceReload`, so it works on vLLM-CPU and GPUs),
+``POST /adapter`` (with ``--max-lora-rank``: a LoRA adapter as safetensors bytes, its PEFT config in the
+``X-Adapter-Config`` header; generation then uses it through vLLM's LoRA support) and ``POST /reset_cache``.
 
 The launcher (``r1vision vllm-serve``) is :mod:`r1vision.generation.vllm_launch`; the client each
 training process uses is :mod:`r1vision.generation.vllm_client`.
@@ -71,6 +72,7 @@ class ServerOptions:
     max_completion_length: int | None = None
     max_prompt_text_tokens: int | None = None
     seed: int = 0
+    max_lora_rank: int = 0  # > 0: vLLM's LoRA support on, adapters pushed to /adapter
 
 
 class EngineThread:
@@ -157,6 +159,14 @@ class ServerEngine:
         )
         if torch.cuda.is_available():
             kwargs["gpu_memory_utilization"] = options.gpu_memory_utilization
+        self.adapters: Any = None
+        if options.max_lora_rank > 0:
+            from r1vision.generation.lora_push import AdapterVersions, engine_lora_rank
+
+            kwargs.update(
+                enable_lora=True, max_lora_rank=engine_lora_rank(options.max_lora_rank), max_loras=1
+            )
+            self.adapters = AdapterVersions()
         self.llm = LLM(**kwargs)
         self.lock = threading.Lock()
         self.reload: Any = None
@@ -166,6 +176,7 @@ class ServerEngine:
             "completions": 0,
             "weight_updates": 0,
             "tensors": 0,
+            "adapter_updates": 0,
         }
 
     def info(self) -> dict[str, Any]:
@@ -185,6 +196,8 @@ class ServerEngine:
             "model_config": {"logprobs_mode": "processed_logprobs"},
             "stats": dict(self.stats),
             "engine_thread": self.thread.ident,  # every call runs on the thread that built the engine
+            "max_lora_rank": self.options.max_lora_rank,
+            "adapter_version": self.adapters.version if self.adapters is not None else None,
         }
 
     def generate(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -208,7 +221,8 @@ class ServerEngine:
             prompts.append(prompt)
             params.append(SamplingParams(**{**sampling, "n": int(request.get("n", 1))}))
         with self.lock:
-            outputs = self.llm.generate(prompts, params, use_tqdm=False)
+            request = self.adapters.request if self.adapters is not None else None
+            outputs = self.llm.generate(prompts, params, use_tqdm=False, lora_request=request)
             self.stats["generate_requests"] += 1
             self.stats["prompts"] += len(prompts)
             self.stats["completions"] += sum(len(o.outputs) for o in outputs)
@@ -264,6 +278,20 @@ class ServerEngine:
             self.stats["tensors"] += count
         return count
 
+    def load_adapter(self, data: bytes, config: dict[str, Any]) -> int:
+        return self.thread.run(self._load_adapter, data, config)
+
+    def _load_adapter(self, data: bytes, config: dict[str, Any]) -> int:
+        if self.adapters is None:
+            raise ValueError("this server runs without LoRA support: start it with --max-lora-rank R")
+        if int(config.get("r", 0)) > self.options.max_lora_rank:
+            raise ValueError(f"adapter rank {config.get('r')} above this server's --max-lora-rank "
+                             f"{self.options.max_lora_rank}")  # fmt: skip
+        with self.lock:
+            self.adapters.add(data, config)
+            self.stats["adapter_updates"] += 1
+        return self.adapters.version
+
     def reset_cache(self) -> None:
         return self.thread.run(self._reset_cache)
 
@@ -313,6 +341,16 @@ def build_app(engine: ServerEngine) -> Any:
     def weights_end() -> dict[str, Any]:
         return {"tensors": engine.end_weights()}
 
+    async def adapter(request: Request) -> dict[str, Any]:
+        import json
+
+        data = await request.body()
+        config = json.loads(request.headers.get("X-Adapter-Config") or "{}")
+        return {"version": await run_in_threadpool(engine.load_adapter, data, config)}
+
+    adapter.__annotations__["request"] = Request
+    app.post("/adapter")(adapter)
+
     @app.post("/reset_cache")
     def reset_cache() -> dict[str, Any]:
         engine.reset_cache()
@@ -344,6 +382,10 @@ def _server_parser(prog: str, model_required: bool = True) -> argparse.ArgumentP
     p.add_argument("--max-completion-length", type=int, default=None, help="the trainer's")
     p.add_argument("--max-prompt-text-tokens", type=int, default=None, help="the trainer's (default 1024)")
     p.add_argument("--seed", type=int, default=0, help="server i uses seed + i")
+    p.add_argument(
+        "--max-lora-rank", type=int, default=0,
+        help="> 0: vLLM's LoRA support on, for trainers with vllm_lora_adapters (the recipe's lora_r)",
+    )  # fmt: skip
     return p
 
 

@@ -313,9 +313,9 @@ class VisionGRPOConfig(VisionOptions, GRPOConfig):
     vllm_lora_adapters: bool = field(
         default=False,
         metadata={
-            "help": "With LoRA and vllm_colocate: each weight sync sends the LoRA adapter to vLLM's LoRA "
-            "support (enable_lora) instead of merged weights: MBs per sync instead of every adapted layer's "
-            "full weight; the base weights in the engine never change."
+            "help": "With LoRA and vllm_colocate or per-rank servers: each weight sync sends the LoRA adapter to "
+            "vLLM's LoRA support (enable_lora; servers: --max-lora-rank) instead of merged weights: MBs per "
+            "sync instead of every adapted layer's full weight; the engine's base weights never change."
         },
     )
     max_images_per_prompt: int = field(
@@ -349,8 +349,13 @@ class VisionGRPOConfig(VisionOptions, GRPOConfig):
             self.generation_backend = f"vllm_{self.vllm_mode}"
         if self.vllm_server_per_rank and not (self.use_vllm and self.vllm_mode == "server"):
             raise ValueError("vllm_server_per_rank needs generation_backend='vllm_server'")
-        if self.vllm_lora_adapters and not (self.use_vllm and self.vllm_mode == "colocate"):
-            raise ValueError("vllm_lora_adapters needs generation_backend='vllm_colocate'")
+        if self.vllm_lora_adapters and not (
+            self.use_vllm and (self.vllm_mode == "colocate" or self.vllm_server_per_rank)
+        ):
+            raise ValueError(
+                "vllm_lora_adapters needs generation_backend='vllm_colocate' or per-rank servers "
+                "(vllm_server with vllm_server_per_rank)"
+            )
         if not 0.0 < self.keep_groups_by_std <= 1.0:
             raise ValueError(f"keep_groups_by_std must be in (0, 1], got {self.keep_groups_by_std}")
         from r1vision.trainer.advantages import resolve_estimator_options
