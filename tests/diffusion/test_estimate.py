@@ -56,6 +56,11 @@ def test_the_one_gpu_recipe_fits_an_80gb_card_and_full_precision_text_encoders_c
     fp32 = t2i_memory_report("sd3.5-medium", T2ISetup(batch=32, rollout_images=32, bf16=False))
     diff = fp32["lines"]["text encoders (frozen)"] - report["lines"]["text encoders (frozen)"]
     assert diff == pytest.approx(2 * (123.65e6 + 694.66e6 + 4762.3e6), rel=0.01)
+    # rollout_batch_size 8: the no-grad forward holds 8 images' activations, the recorded latents all 32
+    batched = t2i_memory_report("sd3.5-medium", T2ISetup(batch=32, rollout_images=32, rollout_batch=8))
+    roll = "rollout forward (no grad)"
+    assert batched["transients"][roll] * 4 == report["transients"][roll]
+    assert batched["lines"]["recorded latents"] == report["lines"]["recorded latents"]
 
 
 def test_decode_in_chunks_equals_one_decode(tiny_sd3):

@@ -45,6 +45,7 @@ class T2ISetup:
     resolution: int = 512
     batch: int = 8  # images per training forward
     rollout_images: int = 32  # images sampled per step on this GPU
+    rollout_batch: int = 0  # images sampled at once (rollout_batch_size); 0 = all of them
     steps: int = 10
     guidance: bool = True
     lora_r: int = 32
@@ -229,7 +230,8 @@ def t2i_memory_report(model: str, setup: T2ISetup) -> dict[str, Any]:
     act = activation_bytes(tcfg, setup, rows)
     hidden = int(tcfg["num_attention_heads"]) * int(tcfg["attention_head_dim"])
     tokens = (setup.resolution // 8 // int(tcfg.get("patch_size", 2))) ** 2
-    roll_rows = setup.rollout_images * (2 if setup.guidance else 1)
+    at_once = min(setup.rollout_batch or setup.rollout_images, setup.rollout_images)
+    roll_rows = at_once * (2 if setup.guidance else 1)
     elem = den
     # no-grad forward: the widest live tensors of one block (MLP hidden 4x plus the stream), all images at once
     rollout = roll_rows * (tokens + setup.text_tokens) * hidden * elem * 6
@@ -242,7 +244,7 @@ def t2i_memory_report(model: str, setup: T2ISetup) -> dict[str, Any]:
     )
     from r1vision.diffusion.families import DECODE_CHUNK
 
-    vae_decode = min(setup.rollout_images, DECODE_CHUNK) * 4 * 128 * setup.resolution**2 * 4
+    vae_decode = min(at_once, DECODE_CHUNK) * 4 * 128 * setup.resolution**2 * 4
     lines = {
         "denoiser weights": counts["transformer"] * den,
         "text encoders (frozen)": sum(

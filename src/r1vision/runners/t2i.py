@@ -82,6 +82,7 @@ def dry_run(script: T2IScriptArguments, config: Any) -> str:
     else:
         setup = T2ISetup(
             resolution=config.resolution, batch=images, rollout_images=images, steps=config.num_inference_steps,
+            rollout_batch=config.rollout_batch_size,
             guidance=config.guidance_scale > 1.0, lora_r=config.lora_r, lora_targets=tuple(config.lora_target_modules),
             denoiser_dtype=config.denoiser_dtype, bf16=bool(config.bf16),
             gradient_checkpointing=bool(config.denoiser_checkpointing), ema=bool(config.ema),
