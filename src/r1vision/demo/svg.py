@@ -27,7 +27,9 @@ class SVGDemoConfig(DemoConfig):
     held_out_sft_rate: float = 0.02
     max_completion_length: int = 96
     max_new_tokens: int = 96
-    sft_steps: int = 800
+    # 800 steps (cosine) ended before the model read the image: loss sat at the figures' marginal entropy
+    # (~0.13 nats/token) until ~step 400 at full learning rate; 1600 steps reached 0.035 (docs/demo.md)
+    sft_steps: int = 1400
     grpo_lr: float = 1e-4
     num_drawings: int = 8  # figures per split on the contact sheet
 

@@ -48,3 +48,27 @@ def test_demo_figures_render_to_their_png(tmp_path):
 def test_bad_pair_is_refused():
     with pytest.raises(ValueError, match="'purple rect'"):
         shapes_figure(random.Random(0), exclude=["purple rect"])
+
+
+def test_every_number_in_a_demo_figure_is_readable_from_the_image():
+    """Shapes in reading order, sizes and positions fixed by shape and cell: no digit is noise to guess."""
+    rng = random.Random(1)
+    centres = {14, 42, 70}
+    for _ in range(200):
+        svg, _, _ = shapes_figure(rng, 84)
+        found = re.findall(r"<(rect|circle|ellipse) ([^/]*)/>", svg)[1:]  # after the white background
+        cells = []
+        for shape, attrs in found:
+            v = {k: int(x) for k, x in re.findall(r'(\w+)="(\d+)"', attrs)}
+            if shape == "rect":
+                assert v["width"] == v["height"] == 24
+                cx, cy = v["x"] + 12, v["y"] + 12
+            elif shape == "circle":
+                assert v["r"] == 12
+                cx, cy = v["cx"], v["cy"]
+            else:
+                assert {v["rx"], v["ry"]} == {13, 8}
+                cx, cy = v["cx"], v["cy"]
+            assert cx in centres and cy in centres
+            cells.append((cy, cx))
+        assert cells == sorted(cells) and len(set(cells)) == len(cells)  # row by row, left to right

@@ -52,7 +52,11 @@ def shapes_figure(
     chosen = [rng.choices(pairs, weights)[0] for _ in range(count)]
     if require:
         chosen[rng.randrange(count)] = rng.choice(list(require))
-    cells = rng.sample([(c, r) for r in range(3) for c in range(3)], count)
+    # Reading order (row by row): which shape comes first is then readable from the image; in random
+    # order a model can only learn the marginal, and a tiny one wrote the same SVG for every image.
+    cells = sorted(
+        rng.sample([(c, r) for r in range(3) for c in range(3)], count), key=lambda t: (t[1], t[0])
+    )
     cell = size // 3
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{size}" height="{size}" viewBox="0 0 {size} {size}">',
@@ -60,15 +64,13 @@ def shapes_figure(
     ]
     for pair, (col, row) in zip(chosen, cells, strict=True):
         colour, _, shape = pair.partition(" ")
-        # Large in their cell, as the scene-graph demo's shapes (>= 85 % of it): at 84 px a tiny model
-        # did not learn to read shapes of 50-85 % (its SVG was the same for every image).
-        big = (cell * 5 // 14, cell * 15 // 32)  # half-sizes: 10-13 px of a 28 px cell
-        a = rng.randint(*big)
-        b = a if shape == "circle" else rng.randint(*big)
-        if shape == "ellipse":  # visibly not a circle: one axis clearly shorter
-            a, b = (a, rng.randint(cell // 4, cell * 5 // 14 - 1))[:: rng.choice((1, -1))]
-        cx = col * cell + cell // 2 + rng.randint(-1, 1)
-        cy = row * cell + cell // 2 + rng.randint(-1, 1)
+        # Sizes and positions follow from what is drawn, no noise: every number in the SVG can be read from
+        # the image (random sizes and jitter were digits a model could only guess). Large in their cell, as
+        # the scene-graph demo's shapes: at 84 px a 12 px half-size of a 28 px cell.
+        a = b = cell * 3 // 7
+        if shape == "ellipse":  # visibly not a circle; lying or standing, which the image shows
+            a, b = (cell * 13 // 28, cell * 2 // 7)[:: rng.choice((1, -1))]
+        cx, cy = col * cell + cell // 2, row * cell + cell // 2
         parts.append(shape_svg(shape, colour, cx, cy, a, b))
     parts.append("</svg>")
     return "\n".join(parts), size, size
