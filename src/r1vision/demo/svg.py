@@ -32,6 +32,8 @@ class SVGDemoConfig(DemoConfig):
     sft_steps: int = 1400
     grpo_lr: float = 1e-4
     num_drawings: int = 8  # figures per split on the contact sheet
+    # > 0 adds the svg task's colour term to GRPO's rewards (the ink terms cannot see a wrong fill colour)
+    colour_weight: float = 0.0
 
 
 class SVGDemo(DemoTask):
@@ -48,6 +50,7 @@ class SVGDemo(DemoTask):
         ("ssim_standard", "SSIM (standard)", False),
         ("pixel", "pixel", False),
         ("edge", "edge", False),
+        ("colour", "colour", False),
         ("distinct", "distinct outputs", True),
     )
 
@@ -70,7 +73,8 @@ class SVGDemo(DemoTask):
     def reward_specs(self, model_dir: str | Path) -> list[Any]:
         from r1vision.tasks.svg.task import SVGOptions, SVGTask
 
-        return SVGTask().rewards(SVGOptions(), self.run_context())
+        weights = {"colour": self.cfg.colour_weight} if self.cfg.colour_weight else None
+        return SVGTask().rewards(SVGOptions(weights=weights), self.run_context())
 
     def evaluate(self, model_dir: str, data: Path, split: str, pred_dir: Path) -> dict[str, float]:
         """``r1vision infer`` (greedy) and ``r1vision eval svg`` on ``split``."""
@@ -85,7 +89,8 @@ class SVGDemo(DemoTask):
                       options=SamplingOptions(max_new_tokens=cfg.max_new_tokens), max_pixels=cfg.max_pixels,
                       progress=False)  # fmt: skip
         metrics = task.evaluate_files(source, str(pred_dir), split, opts, self.run_context()).metrics
-        keys = ("render_rate", "reward", "ssim_standard", "pixel", "edge", "ssim_reward", "mse", "num_items")
+        keys = ("render_rate", "reward", "ssim_standard", "pixel", "edge", "colour", "ssim_reward", "mse",
+                "num_items")  # fmt: skip
         out = {k: float(metrics[k]) for k in keys if k in metrics}
         # the reward can rise with one figure drawn for every image: say how image-dependent the SVGs are
         out["distinct"] = distinct_share(pred_dir)

@@ -172,3 +172,28 @@ def test_scorers_with_different_settings_share_a_pool_safely(figures):
         assert record["pixel"] == pytest.approx(
             compare(gt_img.image, pred_img.image, config)["pixel"], abs=1e-6
         )
+
+
+def test_colour_term_prices_what_the_ink_terms_cannot_see():
+    """Ink is a magnitude, so a blue square where a red one should be scores as the red one on pixel, SSIM and
+    edge; ``colour`` compares the colours where both images have ink (after registration)."""
+    from r1vision.tasks.svg.synth_shapes import COLOURS
+
+    def square(fill: str, dx: int = 0) -> np.ndarray:
+        rgb = np.full((84, 84, 3), 255, np.uint8)
+        rgb[30:54, 30 + dx : 54 + dx] = [int(fill[i : i + 2], 16) for i in (1, 3, 5)]
+        return rgb
+
+    red, blue = square(COLOURS["red"]), square(COLOURS["blue"])
+    wrong = compare(red, blue)
+    # colour-blind: a wrong fill is free on the ink terms
+    assert min(wrong["pixel"], wrong["ssim"], wrong["edge"]) > 0.99 and wrong["colour"] < 0.6
+    assert compare(red, red)["colour"] == pytest.approx(1.0)
+    # registered: a small shift keeps the colour, less the shift cost every term pays
+    shifted = compare(red, square(COLOURS["red"], dx=2))
+    assert shifted["colour"] == pytest.approx(shifted["pixel"], abs=0.02) and shifted["colour"] > 0.9
+    blank = np.full((84, 84, 3), 255, np.uint8)
+    assert compare(red, blank)["colour"] == 0.0 and compare(blank, blank)["colour"] == 1.0
+    # opt-in: the default reward is unchanged, a weight adds an svg_colour reward
+    assert "svg_colour" not in {s.name for s in make_rewards()}
+    assert "svg_colour" in {s.name for s in make_rewards({"colour": 0.2})}

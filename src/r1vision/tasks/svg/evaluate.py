@@ -27,7 +27,7 @@ from ..base import EvalResult
 from .render import default_pool
 from .rewards import DEFAULT_WEIGHTS, RewardConfig, SVGScorer, canvas_size, content_hash, gt_columns, to_rgb
 
-METRICS = ("ssim_standard", "ssim_reward", "pixel", "edge")
+METRICS = ("ssim_standard", "ssim_reward", "pixel", "edge", "colour")
 
 
 def evaluate(
@@ -59,6 +59,7 @@ def evaluate(
                 "ssim_reward": s["ssim"],
                 "pixel": s["pixel"],
                 "edge": s["edge"],
+                "colour": s["colour"],
                 "mse": native[i]["mse"] if ok else None,
                 "length": s["length"],
                 "reward": sum(w * s[t] for t, w in DEFAULT_WEIGHTS.items()) / total_w,

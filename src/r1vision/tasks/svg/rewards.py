@@ -41,8 +41,9 @@ from .extract import completion_text, find_svg
 from .render import RenderPool, default_pool
 from .score import RewardConfig, compare  # noqa: F401  (compare: public API, re-exported)
 
-TERMS = ("valid", "pixel", "ssim", "edge", "length")
-DEFAULT_WEIGHTS = {"valid": 0.1, "pixel": 0.3, "ssim": 0.3, "edge": 0.3, "length": 0.0}
+TERMS = ("valid", "pixel", "ssim", "edge", "colour", "length")
+# colour: opt-in (task_options weights), so the default reward stays the one the ladder and VFig checks measured
+DEFAULT_WEIGHTS = {"valid": 0.1, "pixel": 0.3, "ssim": 0.3, "edge": 0.3, "colour": 0.0, "length": 0.0}
 FAILURE_REASONS = (
     "no_svg",
     "truncated",

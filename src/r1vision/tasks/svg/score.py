@@ -12,6 +12,10 @@ Terms (all in ``[0, 1]``, higher is better; a blank ground truth matched by a bl
   (the blur band-limits them; a quarter of the pixels to filter), averaged over the *structure* region (pixels where either image has local contrast), negative values clipped. Flat regions
   are left out so that matching the background earns nothing.
 - ``edge``: F1 of ink edges (gradient above a threshold) matched within ``edge_tolerance`` pixels.
+- ``colour``: where both images have ink (after registration), ``1 - `` the mean largest channel difference
+  of their colours. The three terms above are colour-blind by design (ink is a magnitude: red, green and
+  blue fills of the same lightness read alike), so a wrong fill colour costs them nothing; this term prices
+  it. Nothing drawn where the ground truth has ink scores 0 (1 only when both are blank).
 
 Before the terms are computed, the prediction is *registered*: moved by the whole-pixel translation, up to
 ``max_shift`` of the longest side, that best overlaps its blurred ink with the ground truth's (FFT
@@ -36,6 +40,7 @@ import numpy as np
 from scipy import fft as sfft
 from scipy import ndimage
 
+_INKED = 0.1  # ink level (of 1) above which a pixel counts as drawn, for the colour term
 # SSIM constants for data range 1 (Wang et al. 2004, as scikit-image's defaults).
 _C1, _C2 = 0.01**2, 0.03**2
 _WIN = 7
@@ -86,6 +91,8 @@ class Prepared:
     edges_dilated: np.ndarray  # bool
     n_edges: int
     has_ink: bool
+    rgb: np.ndarray  # the ground truth, float32 in [0, 1]
+    inked: np.ndarray  # bool, where it has ink
     spectrum: np.ndarray | None  # conjugate FFT of ``small`` zero-padded for registration, None if off
 
 
@@ -159,6 +166,8 @@ def prepare(gt: np.ndarray, config: dict | RewardConfig | None = None) -> Prepar
         edges_dilated=_dilate(edges, int(cfg["edge_tolerance"])),
         n_edges=int(edges.sum()),
         has_ink=bool(ink.max() > 0.1),
+        rgb=gt.astype(np.float32) / 255,
+        inked=ink > _INKED,
         spectrum=spectrum,
     )
 
@@ -222,7 +231,7 @@ def register(gt: Prepared, blurred: np.ndarray, radius: int) -> tuple[int, int]:
 
 
 def score(gt: Prepared, pred: np.ndarray, config: dict | RewardConfig | None = None) -> dict[str, float]:
-    """``{"pixel", "ssim", "edge"}`` of a prediction (RGB ``uint8`` with the ground truth's shape)."""
+    """``{"pixel", "ssim", "edge", "colour"}`` of a prediction (RGB ``uint8`` with the ground truth's shape)."""
     cfg = _fields(config)
     if pred.shape[:2] != gt.shape:
         raise ValueError(f"prediction {pred.shape[:2]} and ground truth {gt.shape} differ in size")
@@ -262,7 +271,15 @@ def score(gt: Prepared, pred: np.ndarray, config: dict | RewardConfig | None = N
         precision = float(np.count_nonzero(edges & gt.edges_dilated)) / nb
         recall = float(np.count_nonzero(gt.edges & _dilate(edges, int(cfg["edge_tolerance"])))) / gt.n_edges
         edge = 0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall)
-    return {"pixel": keep * pixel, "ssim": keep * ssim, "edge": keep * float(edge)}
+    both = gt.inked & (ink > _INKED)  # ``ink`` is registered onto the ground truth already
+    if not both.any():
+        colour = 1.0 if not gt.has_ink and not bool(ink.max() > 0.1) else 0.0
+    else:
+        rgb = pred.astype(np.float32) / 255
+        if dy or dx:
+            rgb = np.stack([_shifted(rgb[..., c], -dy, -dx) for c in range(3)], axis=-1)
+        colour = float(1.0 - np.abs(rgb[both] - gt.rgb[both]).max(axis=1).mean())
+    return {"pixel": keep * pixel, "ssim": keep * ssim, "edge": keep * float(edge), "colour": keep * colour}
 
 
 def compare(gt: np.ndarray, pred: np.ndarray, config: dict | RewardConfig | None = None) -> dict[str, float]:
