@@ -46,6 +46,9 @@ def test_config_refuses_impossible_engine_settings():
     with pytest.raises(ValueError, match="vllm_lora_adapters needs LoRA"):
         _config(generation_backend="vllm_colocate", vllm_lora_adapters=True)
     assert _config(generation_backend="vllm_colocate", vllm_lora_adapters=True, use_peft=True).lora_r == 16
+    assert _config(
+        generation_backend="hf", vllm_lora_adapters=True, lora_r=8
+    ).vllm_lora_adapters  # no sync: ignored
     per_rank = dict(generation_backend="vllm_server", vllm_server_per_rank=True, vllm_lora_adapters=True)
     assert _config(**per_rank, lora_r=8).vllm_lora_adapters
 

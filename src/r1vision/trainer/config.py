@@ -315,7 +315,8 @@ class VisionGRPOConfig(VisionOptions, GRPOConfig):
         metadata={
             "help": "With LoRA and vllm_colocate or per-rank servers: each weight sync sends the LoRA adapter to "
             "vLLM's LoRA support (enable_lora; servers: --max-lora-rank) instead of merged weights: MBs per "
-            "sync instead of every adapted layer's full weight; the engine's base weights never change."
+            "sync instead of every adapted layer's full weight; the engine's base weights never change. "
+            "Ignored with generation_backend hf."
         },
     )
     max_images_per_prompt: int = field(
@@ -349,8 +350,13 @@ class VisionGRPOConfig(VisionOptions, GRPOConfig):
             self.generation_backend = f"vllm_{self.vllm_mode}"
         if self.vllm_server_per_rank and not (self.use_vllm and self.vllm_mode == "server"):
             raise ValueError("vllm_server_per_rank needs generation_backend='vllm_server'")
-        if self.vllm_lora_adapters and not (
-            self.use_vllm and (self.vllm_mode == "colocate" or self.vllm_server_per_rank)
+        # Without vLLM there is no sync to change (a recipe switched to hf generation keeps working); TRL's
+        # single server receives weights over NCCL, which has no adapter path.
+        if (
+            self.vllm_lora_adapters
+            and self.use_vllm
+            and self.vllm_mode == "server"
+            and not self.vllm_server_per_rank
         ):
             raise ValueError(
                 "vllm_lora_adapters needs generation_backend='vllm_colocate' or per-rank servers "
