@@ -50,7 +50,12 @@ def _env() -> dict[str, str]:
 
 
 def _run(cmd: list[str], out: Path, n_ranks: int) -> list[dict]:
-    proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=1800)
+    from r1vision.trainer.distributed import _free_port
+
+    # A single process initialises torch.distributed on MASTER_PORT (29500 unless set): a free one per run,
+    # so a run right after another (or a port in TIME_WAIT) cannot collide.
+    env = {**_env(), "MASTER_PORT": str(_free_port())}
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
     records = [json.loads((out / f"rank{r}.json").read_text()) for r in range(n_ranks)]
     for rec in records:
