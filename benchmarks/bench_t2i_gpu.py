@@ -82,11 +82,9 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
     device = "cuda" if gpu else "cpu"
     if gpu:
         torch.backends.cuda.matmul.allow_tf32 = True  # fp32 work outside autocast (SDE math) as Flow-GRPO
-    shape = (
-        "sd3.5-medium"
-        if gpu
-        else str(__import__("r1vision.testing.tiny_diffusion", fromlist=["x"]).tiny_sd3_path())
-    )
+    from r1vision.testing.tiny_diffusion import tiny_sd3_path
+
+    shape = "sd3.5-medium" if gpu else str(tiny_sd3_path())
     t0 = time.perf_counter()
     family = build_family(shape, device, torch.bfloat16 if gpu else torch.float32, a.max_sequence_length)
     build_s = time.perf_counter() - t0

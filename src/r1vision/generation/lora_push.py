@@ -4,8 +4,8 @@ The default sync merges each LoRA layer (``W + s * B @ A``) and pushes the resul
 LoRA on every language-model linear layer that is ~13 GB per rank per step, although only the adapter
 (tens of MB) changed. With ``vllm_lora_adapters`` the engine starts with vLLM's LoRA support on
 (``enable_lora``), the base weights never move, and each sync writes the adapter (PEFT's format, gathered
-under ZeRO-3) to a folder of this process and points the engine's generation at it through a new
-``LoRARequest``; vLLM loads it and applies ``s * B @ A`` on the fly. Greedy decodings then equal the PEFT
+under ZeRO-3) to a folder of this process (colocate) or posts it to the process's server (per-rank servers,
+``POST /adapter``), and the engine generates through a new ``LoRARequest``; vLLM loads it and applies ``s * B @ A`` on the fly. Greedy decodings then equal the PEFT
 model's token for token (checked in ``tests/generation/test_vllm_colocate.py``).
 
 What cannot travel as an adapter is refused before training (:func:`adapter_problems`): parameters trained
@@ -16,9 +16,7 @@ never re-sends).
 
 from __future__ import annotations
 
-import itertools
 import json
-import logging
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -27,8 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-
-logger = logging.getLogger(__name__)
 
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # vLLM's LoRAConfig.max_lora_rank choices
 _VISION_MARKERS = ("visual.", "vision_tower.", "vision_model.", "merger.")
@@ -40,6 +36,14 @@ def engine_lora_rank(r: int) -> int:
         if rank >= r:
             return rank
     raise ValueError(f"LoRA rank {r} is above vLLM's largest max_lora_rank {VLLM_LORA_RANKS[-1]}")
+
+
+def checked_adapter_rank(model: torch.nn.Module) -> int:
+    """The adapter's rank, after refusing (``ValueError``) what cannot travel as an adapter."""
+    problems = adapter_problems(model)
+    if problems:
+        raise ValueError("; ".join(problems))
+    return int(model.peft_config["default"].r)
 
 
 def adapter_problems(model: torch.nn.Module) -> list[str]:
@@ -102,22 +106,20 @@ class AdapterVersions:
         self.keep = keep
         self.version = 0
         self.request: Any = None
-        self.bytes_received = 0
-        self._ids = itertools.count(1)
+        self.bytes_sent = 0  # size of the last adapter
 
     def add(self, data: bytes, config: dict[str, Any]) -> Any:
         """Write one adapter (safetensors bytes + PEFT config) and return its ``LoRARequest``."""
         from vllm.lora.request import LoRARequest
 
-        self.version = next(self._ids)
+        self.version += 1
         folder = self.root / f"v{self.version}"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "adapter_model.safetensors").write_bytes(data)
         (folder / "adapter_config.json").write_text(json.dumps(config, indent=1))  # r and alpha with it
-        self.bytes_received = len(data)
+        self.bytes_sent = len(data)
         self.request = LoRARequest(f"r1vision-{self.version}", self.version, str(folder))
-        for old in range(1, self.version - self.keep + 1):
-            shutil.rmtree(self.root / f"v{old}", ignore_errors=True)
+        shutil.rmtree(self.root / f"v{self.version - self.keep}", ignore_errors=True)  # older ones are gone
         return self.request
 
 
@@ -127,10 +129,6 @@ class AdapterPush(AdapterVersions):
     def __init__(self, model: torch.nn.Module, root: str | None = None, keep: int = 2) -> None:
         super().__init__(root, keep)
         self.model = model
-
-    @property
-    def bytes_sent(self) -> int:
-        return self.bytes_received
 
     def push(self, gather: Callable[[list], AbstractContextManager] | None = None) -> Any:
         """Save the current adapter and return the ``LoRARequest`` that generation now uses."""

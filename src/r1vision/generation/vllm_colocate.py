@@ -59,13 +59,10 @@ class ColocateVLLMGeneration(VisionVLLMBase):
             extra.pop(key)
         self._adapters = None
         if self.lora_adapters:
-            from r1vision.generation.lora_push import AdapterPush, adapter_problems, engine_lora_rank
+            from r1vision.generation.lora_push import AdapterPush, checked_adapter_rank, engine_lora_rank
 
-            problems = adapter_problems(self.model)
-            if problems:
-                raise ValueError("; ".join(problems))
-            r = int(self.model.peft_config["default"].r)
-            extra.update(enable_lora=True, max_lora_rank=engine_lora_rank(r), max_loras=1)
+            rank = checked_adapter_rank(self.model)
+            extra.update(enable_lora=True, max_lora_rank=engine_lora_rank(rank), max_loras=1)
             self._adapters = AdapterPush(self.model)
         original = trl_vllm_generation.LLM
         trl_vllm_generation.LLM = functools.partial(original, **extra)

@@ -40,12 +40,9 @@ class PerRankVLLMGeneration(VisionVLLMBase):
         info = self.vllm_client.wait_healthy(self.server_timeout)
         check_server_info(info, port, self.budget, self.max_images, self.max_model_length)
         if self.lora_adapters:
-            from r1vision.generation.lora_push import adapter_problems
+            from r1vision.generation.lora_push import checked_adapter_rank
 
-            problems = adapter_problems(self.model)
-            if problems:
-                raise ValueError("; ".join(problems))
-            rank = int(self.model.peft_config["default"].r)
+            rank = checked_adapter_rank(self.model)
             if int(info.get("max_lora_rank") or 0) < rank:
                 raise ValueError(
                     f"vllm_lora_adapters: the vLLM server on port {port} runs with max_lora_rank "
