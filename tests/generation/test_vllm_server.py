@@ -241,8 +241,11 @@ def _serve_and_run(model: str, base: int, n: int, out: Path, command: list[str],
 def test_per_rank_server_takes_lora_adapters(model_path, color_dir, tmp_path):
     """``vllm_lora_adapters`` with a per-rank server started with --max-lora-rank: every sync is one
     adapter push (no weight reload), rollouts follow the adapter and greedy decoding equals the PEFT model's."""
+    from r1vision.trainer.distributed import _free_port
+
     base = _free_ports(1)
-    script = [sys.executable, str(ROOT / "tests" / "scripts" / "per_rank_grpo.py"), model_path, str(color_dir),
+    # one training process without accelerate: its torch.distributed store must not take the server's 29500
+    script = ["env", f"MASTER_PORT={_free_port()}", sys.executable, str(ROOT / "tests" / "scripts" / "per_rank_grpo.py"), model_path, str(color_dir),
               str(tmp_path), str(base), "adapters"]  # fmt: skip
     (r,) = _serve_and_run(model_path, base, 1, tmp_path, script, "--max-lora-rank", "8")
     assert r["stats"]["adapter_updates"] == 4 and r["stats"]["weight_updates"] == 0, r["stats"]
