@@ -467,7 +467,7 @@ def estimate_peaks(model: Path, a: argparse.Namespace) -> dict[str, float]:
     shape = shape_of(AutoConfig.from_pretrained(model))
     out = {}
     for name, _, lora, zero3, _ in RUNS:
-        setup = TrainSetup(gpus=1, zero=3 if zero3 else 2, lora_r=lora, freeze_vision=bool(lora), batch=a.batch,
+        setup = TrainSetup(gpus=1, zero=3 if zero3 else 0, lora_r=lora, freeze_vision=bool(lora), batch=a.batch,
                            prompt_tokens=32, completion_tokens=a.completion, max_pixels=a.side * a.side,
                            num_generations=a.batch)  # fmt: skip
         out[name] = estimate(shape, setup).peak / GIB

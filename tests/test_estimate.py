@@ -122,6 +122,54 @@ def test_parameter_count_matches_the_real_tiny_model(tiny_model):
     assert shape_of(load_model_config(f"{path}/config.json")).total_params == shape.total_params
 
 
+@pytest.mark.parametrize("lora_r", [0, 8])
+def test_no_deepspeed_states_are_what_torch_adamw_allocates(tiny_model, lora_r):
+    """``--zero 0``: weights, gradients and AdamW moments equal the bytes of the tensors a real bf16 model
+    (peft adapters in fp32) and ``torch.optim.AdamW`` hold after a step (the GPU check measured 16.7 GiB
+    where the ZeRO-2 accounting said 46)."""
+    import torch
+    from peft import get_peft_model
+    from transformers import AutoModelForImageTextToText
+
+    from r1vision.trainer.setup import lora_config
+
+    path = tiny_model("qwen2_vl")
+    model = AutoModelForImageTextToText.from_pretrained(path, dtype=torch.bfloat16)
+    if lora_r:
+        model = get_peft_model(model, lora_config(lora_r, 2 * lora_r, 0.0, "all-linear-lm"))
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    for p in trainable:
+        p.grad = torch.ones_like(p)
+    opt = torch.optim.AdamW(trainable, lr=1e-3)
+    opt.step()
+
+    def nbytes(tensors) -> int:
+        return sum(t.numel() * t.element_size() for t in tensors)
+
+    moments = [v for st in opt.state.values() for k, v in st.items() if k in ("exp_avg", "exp_avg_sq")]
+    e = estimate(shape_of(load_model_config(path)), _setup(gpus=1, zero=0, lora_r=lora_r))
+    assert e.trainable_params == sum(p.numel() for p in trainable)
+    assert e.weights == nbytes(model.parameters())
+    assert e.gradients == nbytes(p.grad for p in trainable)
+    assert e.optimizer == nbytes(moments)
+    # DDP over 2 GPUs: the same states plus the reducer's gradient buckets, nothing sharded
+    ddp = estimate(shape_of(load_model_config(path)), _setup(gpus=2, zero=0, lora_r=lora_r))
+    assert (ddp.weights, ddp.optimizer, ddp.gradients) == (e.weights, e.optimizer, 2 * e.gradients)
+
+
+def test_no_deepspeed_refuses_offload_in_one_line(capsys):
+    with pytest.raises(ValueError, match="offload needs DeepSpeed"):
+        estimate(SHAPE, _setup(zero=0, offload=True))
+    assert (
+        main(["estimate-memory", "--model", "qwen2.5-vl-7b", "--gpus", "1", "--zero", "0", "--offload"]) == 2
+    )
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith("--offload needs DeepSpeed: --zero 2 or 3 (--zero 0 is plain DDP)")
+    )
+
+
 @pytest.mark.parametrize(
     ("name", "billions"),
     [

@@ -7,7 +7,7 @@ share, tensor parallel, sleep level, ``mm_processor_kwargs``), which parameters 
 :mod:`r1vision.estimate`. Then it refuses, with exit code 2, the combinations that cannot work.
 
 Dry-run-only flags (anywhere on the command line): ``--gpus N`` (training GPUs, default 8),
-``--card-gb G`` (GPU memory, default 80), ``--zero {2,3}`` (default: the run's DeepSpeed config, DDP
+``--card-gb G`` (GPU memory, default 80), ``--zero {0,2,3}`` (default: the run's DeepSpeed config, 0 = DDP
 otherwise). The model config comes from a local folder or ``config.json``, a built-in shape
 (``r1vision/data/model_shapes``, matched by Hub id) or, last, the Hub.
 """
@@ -187,8 +187,8 @@ def plan(kind: str, argv: Sequence[str]) -> DryRun:
         _engine(out, config, budget, max_images, completion, text_tokens, model, shape, card_gb, target_cpu)
     zero = _zero_stage(config, zero_override)
     setup = TrainSetup(
-        gpus=gpus if zero else 1,  # DDP replicates every state: like ZeRO-2 over one GPU
-        zero=zero or 2,
+        gpus=gpus,
+        zero=zero,  # 0: no DeepSpeed (DDP): every GPU holds every state, in the load dtype
         offload=_offloads(config),
         lora_r=config.lora_r,
         freeze_vision=config.freeze_vision_tower,

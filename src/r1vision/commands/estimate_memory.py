@@ -21,7 +21,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="folder, config.json, Hub id or a built-in shape (qwen2.5-vl-7b, ...)",
     )
     add(p, "--gpus", type=int, required=True, help="training GPUs in total (all nodes)")
-    add(p, "--zero", type=int, choices=(2, 3), default=3)
+    add(
+        p,
+        "--zero",
+        type=int,
+        choices=(0, 2, 3),
+        default=3,
+        help="DeepSpeed ZeRO stage; 0: no DeepSpeed (one GPU or DDP, AdamW states in the load dtype)",
+    )
     add(p, "--offload", action="store_true", help="offload optimizer (ZeRO-2) or it and weights (3)")
     add(p, "--lora", type=int, default=0, metavar="R", help="LoRA rank (0: full fine-tuning)")
     add(p, "--freeze_vision", action="store_true")
@@ -100,6 +107,10 @@ def run(argv: Sequence[str]) -> int:
     if model and _is_pipeline(model):
         return run_t2i(argv)
     a = build_parser().parse_args(argv)
+    from r1vision.commands._args import UsageError
+
+    if a.offload and a.zero == 0:
+        raise UsageError("--offload needs DeepSpeed: --zero 2 or 3 (--zero 0 is plain DDP)")
     from r1vision.estimate import TrainSetup, memory_report
 
     setup = TrainSetup(
@@ -122,7 +133,6 @@ def run(argv: Sequence[str]) -> int:
     try:
         print(memory_report(a.model, setup, as_json=a.json))
     except OSError as exc:  # neither a built-in shape nor a folder, and the Hub cannot be asked
-        from r1vision.commands._args import UsageError
         from r1vision.estimate import builtin_shapes
 
         raise UsageError(
