@@ -71,6 +71,31 @@ def test_sampling_at_temperature_one_differs_between_samples(qwen25) -> None:
     assert greedy == generate(model, processor, [row], budget, SamplingOptions(12, seed=9), images=image)
 
 
+def test_greedy_decoding_on_the_real_config_warns_nothing(qwen25, caplog) -> None:
+    """Greedy configs hold only values transformers' validation accepts for greedy decoding (it printed
+    "generation flags are not valid ... ['min_p', 'top_k']" on every greedy infer and evaluation), and still
+    decode as before: greedy ignores the sampling filters."""
+    import logging
+
+    from transformers.utils import logging as hf_logging
+
+    model, processor = qwen25
+    row = {"prompt": [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Hi."}]}]}
+    budget = PixelBudget.for_family("qwen2_5_vl", max_pixels=56 * 56)
+    image = [[Image.new("RGB", (56, 56), "blue")]]
+    hf_logging.enable_propagation()
+    try:
+        with caplog.at_level(logging.WARNING):
+            text = generate(model, processor, [row], budget, SamplingOptions(6), images=image)
+    finally:
+        hf_logging.disable_propagation()
+    assert not [r for r in caplog.records if "generation flags" in r.getMessage()]
+    # what greedy means: the argmax continuation, the same as plain generate with do_sample off
+    cfg = generation_config(model, processor, SamplingOptions(6))
+    assert cfg.do_sample is False and cfg.num_beams == 1
+    assert text == generate(model, processor, [row], budget, SamplingOptions(6, seed=1), images=image)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

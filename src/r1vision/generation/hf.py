@@ -32,11 +32,13 @@ def generation_config(model: Any, processor: Any, options: SamplingOptions) -> A
         pad_token_id=processor.tokenizer.pad_token_id,
         eos_token_id=eos if eos is not None else processor.tokenizer.eos_token_id,
         repetition_penalty=options.repetition_penalty,
-        # neutral values for every sampling filter a checkpoint may set (unset ones are filled from it)
+        # neutral values for every sampling filter a checkpoint may set (unset ones are filled from it);
+        # greedy decoding applies no filter, so there they take the values transformers' validation
+        # expects of a greedy config (top_k 50, min_p unset) instead of warning on every call
         temperature=1.0 if options.greedy else options.temperature,
-        top_k=0 if options.greedy else options.top_k,
+        top_k=50 if options.greedy else options.top_k,
         top_p=1.0 if options.greedy else options.top_p,
-        min_p=0.0 if options.greedy else options.min_p,
+        min_p=None if options.greedy else options.min_p,
         typical_p=1.0,
         epsilon_cutoff=0.0,
         eta_cutoff=0.0,
