@@ -12,6 +12,8 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("WANDB_DISABLED", "true")
 
+from tests.helpers.fake_hub import fake_hub  # noqa: E402, F401 - a fixture for the Hub-lookup tests
+
 FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
 
 # os._exit inside the pytest process would end the run with whatever code it was given: a test that calls

@@ -74,6 +74,62 @@ def test_hub_ids_and_existing_paths_pass(tmp_path, monkeypatch):
     assert _precheck.looks_local("data/color")  # ./data exists: a local path, not a Hub id
 
 
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["grpo", "--task", "color", "--model", "org/there", "--dataset", "nonexistent_dir", "--output_dir", "o"],
+         "--dataset nonexistent_dir: no such local dataset file or folder, nor a dataset on the Hub"),
+        (["sft", "--task", "color", "--model", "org/typo", "--dataset", "org/data", "--output_dir", "o"],
+         "--model org/typo: no such local model folder, nor a model on the Hub"),
+        (["infer", "--task", "color", "--model", "org/private", "--dataset", "org/data", "--output_dir", "o"],
+         "(a private one needs HF_TOKEN or `hf auth login`)"),
+        (["score", "--task", "color", "--model", "org/there", "--dataset", "org/gone", "--completions", "c.jsonl"],
+         "--dataset org/gone: no such local dataset file or folder, nor a dataset on the Hub"),
+    ],
+)  # fmt: skip
+def test_a_name_neither_here_nor_on_the_hub_is_refused_after_one_request(
+    argv, message, fake_hub, capsys, monkeypatch, tmp_path
+):
+    import r1vision.commands._train as train_module
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "c.jsonl").write_text("")
+    monkeypatch.setattr(train_module, "parse", lambda *a: pytest.fail("parsed after a refused command line"))
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1, err
+    assert len(fake_hub.seen) <= 2  # one request per id looked up, no retries
+
+
+def test_ids_the_hub_has_or_the_cache_holds_pass(fake_hub, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _precheck.check_train_argv("grpo", ["--model", "org/there", "--dataset", "org/data", "--task", "color"])
+    (tmp_path / "hf_home" / "hub" / "models--org--cached").mkdir(parents=True)
+    _precheck.check_train_argv("grpo", ["--model", "org/cached", "--dataset", "org/data", "--task", "color"])
+    # a dry run resolves built-in shapes itself and asks nothing of the Hub here
+    _precheck.check_train_argv("grpo", ["--model", "org/typo", "--dataset", "org/none", "--dry-run"])
+    assert [path for path, _ in fake_hub.seen] == ["/api/models/org/there", "/api/datasets/org/data",
+                                                  "/api/datasets/org/data"]  # fmt: skip
+
+
+def test_an_unreachable_hub_is_one_line_in_a_fresh_process(tmp_path):
+    """What a user without network waited ~57 s for (the clients' retries, then a 64-line traceback)."""
+    from r1vision.trainer.distributed import _free_port
+
+    env = {k: v for k, v in env_with_src().items() if k not in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE",
+                                                                  "TRANSFORMERS_OFFLINE")}  # fmt: skip
+    env.update(HF_ENDPOINT=f"http://127.0.0.1:{_free_port()}", HF_HOME=str(tmp_path / "hf_home"))
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "r1vision.cli", "grpo", "--task", "color", "--model", "org/m",
+                           "--dataset", "nonexistent_dir", "--output_dir", "o"], capture_output=True, text=True,
+                          env=env, cwd=tmp_path)  # fmt: skip
+    elapsed = time.perf_counter() - start
+    err = done.stderr.strip()
+    assert done.returncode == 2 and len(err.splitlines()) == 1, err
+    assert "--model org/m: no such local model folder, and the Hub" in err and "cannot be reached" in err
+    assert elapsed < 5.0, elapsed
+
+
 def test_error_path_is_fast_in_a_fresh_process(tmp_path):
     """What a user waits for: a fresh `r1vision grpo` with a typo or a missing local path (target <= 5 s;
     benchmarks/bench_startup.py times it too)."""

@@ -1,9 +1,9 @@
 """Checks of a command line that need no heavy import: run before torch, TRL or any model loads.
 
 A typo in a flag, a recipe that does not exist, an unknown task, a local path that is not there, an
-out-of-range number: each is one line and exit code 2 in well under a second, where TRL's parser would
-answer after importing transformers (5-25 s) and a missing local folder after the Hub client's retries
-(74 s measured). The valid ``sft``/``grpo`` flags are the fields of the config dataclasses, shipped as
+out-of-range number, a Hub id that does not exist or cannot be looked up: each is one line and exit code 2
+in well under a second (one Hub request at most), where TRL's parser would answer after importing
+transformers (5-25 s) and a missing local folder after the Hub client's retries (74 s measured). The valid ``sft``/``grpo`` flags are the fields of the config dataclasses, shipped as
 ``train_flags.json`` (``tests/commands/test_precheck.py`` fails when it differs from the dataclasses;
 ``python -m r1vision.commands._precheck`` rewrites it).
 """
@@ -86,6 +86,28 @@ def check_path(flag: str, value: str | None, what: str) -> None:
         parent = Path(value).expanduser().parent
         hint = f" ({parent} exists)" if str(parent) not in ("", ".") and parent.is_dir() else ""
         raise UsageError(f"--{flag} {value}: no such {what}{hint}; a Hub id looks like org/name")
+
+
+def check_hub_id(flag: str, value: str | None, kind: str, what: str) -> None:
+    """A ``value`` that is neither here nor local-looking is a Hub id: :func:`r1vision.hub.lookup` asks
+    the Hub once (no retries), so a typo or a missing folder named without ``./`` costs a second, not the
+    minute of retries the Hub clients spend before their traceback. Refused: no such repo (401/404) or no
+    connection; a cached copy, offline mode (``HF_HUB_OFFLINE``: the library reads its cache, wherever
+    the user put it) and any other answer are left to the library."""
+    if not value or "://" in value or looks_local(value) or Path(value).expanduser().exists():
+        return
+    from r1vision import hub
+
+    found = hub.lookup(value, kind)
+    local = f"--{flag} {value}: no such local {what}"
+    if found.status == "missing":
+        access = "" if found.token else " (a private one needs HF_TOKEN or `hf auth login`)"
+        raise UsageError(f"{local}, nor a {kind} on the Hub ({found.endpoint}){access}")
+    if found.status == "unreachable":
+        raise UsageError(
+            f"{local}, and the Hub ({found.endpoint}) cannot be reached to look it up ({found.detail}); "
+            "pass a local path, or set HF_HUB_OFFLINE=1 to load from the Hub cache"
+        )
 
 
 def check_numbers(values: dict[str, str | None]) -> None:
@@ -199,6 +221,11 @@ def check_train_argv(kind: str, argv: Sequence[str]) -> None:
         check_path(flag, values.get(flag), "dataset file or folder")
     check_numbers(values)
     check_trackers(report_to_values(argv, recipe))
+    if "dry_run" not in values:  # a dry run reads built-in shapes and reports what it cannot resolve
+        for flag in ("model", "model_name_or_path"):
+            check_hub_id(flag, values.get(flag), "model", "model folder")
+        for flag in ("dataset", "dataset_name"):
+            check_hub_id(flag, values.get(flag), "dataset", "dataset file or folder")
 
 
 def check_paths(args: Any, **flags: str) -> None:
@@ -210,6 +237,8 @@ def check_paths(args: Any, **flags: str) -> None:
         if value and flag in always and not Path(value).expanduser().exists():
             raise UsageError(f"--{flag} {value}: no such {what}")
         check_path(flag, value, what)
+        if flag in ("model", "dataset"):
+            check_hub_id(flag, value, flag, what)
 
 
 def write_flags_file() -> dict[str, Any]:

@@ -140,11 +140,21 @@ def _read_preprocessor_config(model: str) -> dict[str, Any] | None:
 
 
 def _hub_file(model: str, name: str) -> Path | None:
-    try:  # the file alone (cached), not the processor
-        from huggingface_hub import hf_hub_download
+    """The file alone (not the processor): from the cache, else downloaded when :func:`r1vision.hub.lookup`
+    finds the repo (without that check an unreachable Hub costs ~55 s of client retries per file)."""
+    from huggingface_hub import hf_hub_download
 
+    from r1vision import hub
+
+    try:
+        return Path(hf_hub_download(model, name, local_files_only=True))
+    except Exception:  # not in the cache
+        pass
+    if hub.lookup(model, "model").status not in ("found", "unknown"):
+        return None
+    try:
         return Path(hf_hub_download(model, name))
-    except Exception:  # offline, no such repo or no such file: the caller falls back
+    except Exception:  # no such file: the caller falls back
         return None
 
 
