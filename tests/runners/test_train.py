@@ -37,10 +37,13 @@ def test_training_into_a_used_output_dir_refuses(tiny_model, color_dir, tmp_path
     assert grpo_args(tmp_path / "x", resume_from_checkpoint="last").resume_from_checkpoint is True
 
 
-def test_cli_rerun_refusal_is_a_message_not_a_traceback(tiny_model, color_dir, tmp_path, capsys):
-    """From the command line: exit 2 and the message, like every other bad-input error."""
+def test_cli_rerun_refusal_is_a_message_not_a_traceback(tiny_model, color_dir, tmp_path, capsys, monkeypatch):
+    """From the command line: exit 2 and the message, like every other bad-input error, before the model
+    loads; resuming is suggested only when the folder has a complete checkpoint to resume from."""
+    import r1vision.runners.train as runner
     from r1vision.cli import main
 
+    monkeypatch.setattr(runner, "run_grpo", lambda *a: pytest.fail("the model loaded before the refusal"))
     out = tmp_path / "run"
     out.mkdir()
     (out / "metrics.csv").write_text("step,epoch,loss\n1,0.1,0.5\n")
@@ -49,6 +52,14 @@ def test_cli_rerun_refusal_is_a_message_not_a_traceback(tiny_model, color_dir, t
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "already holds a run" in err and "--overwrite_output_dir" in err and "Traceback" not in err
+    assert "no complete checkpoint to resume from" in err and "--resume_from_checkpoint last" not in err
+    done = out / "checkpoint-1"
+    done.mkdir()
+    (done / "trainer_state.json").write_text('{"global_step": 1}')
+    (done / "model.safetensors").write_bytes(b"")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--resume_from_checkpoint last to continue it" in err and "no complete checkpoint" not in err
 
 
 def test_cli_resume_last_without_a_complete_checkpoint_is_a_message(tiny_model, color_dir, tmp_path, capsys):

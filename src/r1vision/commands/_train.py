@@ -148,13 +148,19 @@ def train(kind: str, argv: Sequence[str]) -> int:
 
         return dry_run(kind, argv)
     script, config = parse(kind, argv)
-    from r1vision.trainer.checkpoint import NoCheckpointError, OutputDirInUseError, resolve_last_checkpoint
+    from r1vision.trainer.checkpoint import (
+        NoCheckpointError,
+        OutputDirInUseError,
+        check_output_dir,
+        resolve_last_checkpoint,
+    )
 
     try:
         if config.resume_from_checkpoint is True:  # "last": chosen now, before the model loads
             config.resume_from_checkpoint = resolve_last_checkpoint(config.output_dir)
             if config.process_index == 0:
                 print(f"r1vision {kind}: resuming from {config.resume_from_checkpoint}", file=sys.stderr)
+        check_output_dir(config)  # before the model loads (train() checks again, for the Python API)
         from r1vision.runners.train import run_grpo, run_sft
 
         out = run_grpo(script, config) if kind == "grpo" else run_sft(script, config)
