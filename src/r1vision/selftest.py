@@ -197,15 +197,29 @@ def _grpo(workdir: Path, family: str, layout: str, backend: str = "hf") -> str:
         **vllm,
     )
 
-    def length_reward(prompts, completions, **kwargs):
-        return [min(len(str(c)), 50) / 50 for c in completions]
+    def text_reward(prompts, completions, **kwargs):
+        # a value that differs whenever two sampled texts differ: a group whose samples all score the same
+        # means sampling collapsed to greedy (or generation is broken), and then nothing would learn
+        return [sum(ord(ch) for ch in str(c)) % 97 / 96 for c in completions]
 
     try:
-        trainer = VisionGRPOTrainer(str(model), [length_reward], args=args, train_dataset=dataset)
+        trainer = VisionGRPOTrainer(str(model), [text_reward], args=args, train_dataset=dataset)
+        before = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
         out = trainer.train()
         if not math.isfinite(out.training_loss):
             raise RuntimeError(f"loss is not finite: {out.training_loss}")
-        detail = f"2 steps, loss {out.training_loss:.4f}"
+        logged = [row for row in trainer.state.log_history if "grad_norm" in row]
+        spread = max((float(row.get("reward_std", 0.0)) for row in logged), default=0.0)
+        if spread == 0.0:
+            raise RuntimeError("every sample of every group scored the same: sampling is not sampling")
+        moved = max((p.detach() - before[n]).abs().max().item() for n, p in trainer.model.named_parameters()
+                    if n in before)  # fmt: skip
+        if not moved > 0.0:
+            raise RuntimeError("the weights did not change in 2 steps with a reward that has spread")
+        grad = max(float(row["grad_norm"]) for row in logged)
+        detail = (
+            f"2 steps, loss {out.training_loss:.4f}, grad norm {grad:.3g}, weights moved (max {moved:.2g})"
+        )
         if backend != "hf":
             detail += f", vLLM logp gap {_logp_gap(trainer.state.log_history):.4f}"
         if group is not None:
