@@ -16,8 +16,8 @@ from r1vision.cli import main
     [
         ("geometry", ("accuracy", "answered", "sampled_accuracy", "pass@k"), ("accuracy", "no_eos"),
          "reward_curve.png"),
-        ("svg", ("render_rate", "reward", "ssim_standard", "pixel", "edge"), ("svg_valid", "svg_pixel",
-         "svg_ssim", "svg_edge"), "contact_sheet.png"),
+        ("svg", ("render_rate", "reward", "ssim_standard", "pixel", "edge", "colour"), ("svg_valid", "svg_pixel",
+         "svg_ssim", "svg_edge", "svg_colour"), "contact_sheet.png"),
     ],
 )  # fmt: skip
 def test_quick_task_demo_writes_every_output(tmp_path, capsys, task, metrics, rewards, picture):
