@@ -155,6 +155,23 @@ def _logp_gap(history: list[dict]) -> float:
     return max(gaps)
 
 
+def text_reward(prompts: list, completions: list, **kwargs: object) -> list[float]:
+    """The checks' reward: a value in [0, 1] that differs whenever two sampled texts differ, so a group whose
+    samples all score the same means sampling collapsed to greedy (or generation broke) and nothing learns."""
+    return [sum(ord(ch) for ch in str(c)) % 97 / 96 for c in completions]
+
+
+def _learned(rows: list[dict]) -> str:
+    """Refuse a run in which no group had reward spread or no gradient flowed; else the largest grad norm."""
+    spread = max((float(row.get("reward_std") or 0.0) for row in rows), default=0.0)
+    if not spread > 0.0:
+        raise RuntimeError("every sample of every group scored the same: sampling is not sampling")
+    grad = max((float(row.get("grad_norm") or 0.0) for row in rows), default=0.0)
+    if not grad > 0.0:
+        raise RuntimeError("no gradient flowed in 2 steps with a reward that has spread")
+    return f"grad norm {grad:.3g}"
+
+
 def _grpo(workdir: Path, family: str, layout: str, backend: str = "hf") -> str:
     import math
 
@@ -197,29 +214,18 @@ def _grpo(workdir: Path, family: str, layout: str, backend: str = "hf") -> str:
         **vllm,
     )
 
-    def text_reward(prompts, completions, **kwargs):
-        # a value that differs whenever two sampled texts differ: a group whose samples all score the same
-        # means sampling collapsed to greedy (or generation is broken), and then nothing would learn
-        return [sum(ord(ch) for ch in str(c)) % 97 / 96 for c in completions]
-
     try:
         trainer = VisionGRPOTrainer(str(model), [text_reward], args=args, train_dataset=dataset)
         before = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
         out = trainer.train()
         if not math.isfinite(out.training_loss):
             raise RuntimeError(f"loss is not finite: {out.training_loss}")
-        logged = [row for row in trainer.state.log_history if "grad_norm" in row]
-        spread = max((float(row.get("reward_std", 0.0)) for row in logged), default=0.0)
-        if spread == 0.0:
-            raise RuntimeError("every sample of every group scored the same: sampling is not sampling")
+        grad = _learned([row for row in trainer.state.log_history if "grad_norm" in row])
         moved = max((p.detach() - before[n]).abs().max().item() for n, p in trainer.model.named_parameters()
                     if n in before)  # fmt: skip
         if not moved > 0.0:
             raise RuntimeError("the weights did not change in 2 steps with a reward that has spread")
-        grad = max(float(row["grad_norm"]) for row in logged)
-        detail = (
-            f"2 steps, loss {out.training_loss:.4f}, grad norm {grad:.3g}, weights moved (max {moved:.2g})"
-        )
+        detail = f"2 steps, loss {out.training_loss:.4f}, {grad}, weights moved (max {moved:.2g})"
         if backend != "hf":
             detail += f", vLLM logp gap {_logp_gap(trainer.state.log_history):.4f}"
         if group is not None:
@@ -273,6 +279,7 @@ def _grpo_launched(workdir: Path, family: str, layout: str, nproc: int, backend:
         ds_config = workdir / "zero3_check.json"
         ds_config.write_text(json.dumps(_ZERO3_CHECK))
     args = ["grpo", "--model", str(model), "--dataset", str(workdir / "data"), "--task", "color"]
+    args += ["--reward_funcs", "r1vision.selftest.text_reward"]  # spread, so the check sees learning
     args += ["--output_dir", str(out), "--per_device_train_batch_size", "4", "--num_generations", "4"]
     args += [
         "--max_completion_length",
@@ -324,7 +331,7 @@ def _grpo_launched(workdir: Path, family: str, layout: str, nproc: int, backend:
     steps = [row["step"] for row in rows]
     if steps != ["1", "2"]:
         raise RuntimeError(f"metrics.csv has steps {steps}, expected ['1', '2']")
-    detail = f"{nproc} ranks ({layout_info['distributed_type']}, {layout_info['backend']})"
+    detail = f"{nproc} ranks ({layout_info['distributed_type']}, {layout_info['backend']}), {_learned(rows)}"
     if backend != "hf":
         detail += f", vLLM logp gap {_logp_gap(rows):.4f}"
     if servers:

@@ -296,4 +296,4 @@ def test_selftest_ddp_layout(capsys):
 
     assert selftest.run_checks("ddp", nproc=2) == 0
     out = capsys.readouterr().out
-    assert "PASS  grpo 2 steps (ddp, hf)" in out and "2 ranks (MULTI_CPU, gloo)" in out
+    assert "PASS  grpo 2 steps (ddp, hf)" in out and "2 ranks (MULTI_CPU, gloo), grad norm" in out
