@@ -24,8 +24,13 @@ def test_reward_funcs_take_task_names_registered_names_and_dotted_paths(tmp_path
     assert [s.name for s in specs] == ["accuracy", "always_one", "brevity"]
     assert specs[2].func(None, ["ab"]) == [1 / 3]
     assert [s.name for s in resolve_rewards(task, None, own)] == ["accuracy", "format"]
-    with pytest.raises(KeyError, match=r"unknown reward 'acuracy'.*\['accuracy', 'format'\]"):
+    with pytest.raises(
+        KeyError, match=r"unknown reward 'acuracy'.*\(accuracy, format\), a registered one \(.*always_one"
+    ):
         resolve_rewards(task, ["acuracy"], own)
+    # TRL's spelling of a reward's name gets the task's one suggested
+    with pytest.raises(KeyError, match=r"'accuracy_reward' for task 'color' \(did you mean 'accuracy'\?\)"):
+        resolve_rewards(task, ["accuracy_reward"], own)
     with pytest.raises(KeyError, match="cannot import reward function 'my_rewards_mod.nope'"):
         resolve_rewards(task, ["my_rewards_mod.nope"], own)
 

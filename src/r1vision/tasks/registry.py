@@ -105,11 +105,25 @@ def resolve_rewards(task: Task, names: Sequence[str] | None, specs: Sequence[Rew
         elif "." in name:
             out.append(_import_reward(name))
         else:
-            raise UnknownNameError(
-                f"unknown reward {name!r} for task {task.name!r}: use one of the task's "
-                f"{sorted(own)}, a registered one {list_rewards()}, or a dotted path module.function"
-            )
+            raise UnknownNameError(_unknown_reward(name, task.name, sorted(own)))
     return out
+
+
+def _unknown_reward(name: str, task: str, own: list[str]) -> str:
+    """The refusal of an unknown reward name: a suggestion (TRL's ``accuracy_reward`` spelling included), then
+    every valid choice."""
+    import difflib
+
+    valid = own + list_rewards()
+    bare = name.removesuffix("_reward")
+    close = ([bare] if bare in valid else []) or difflib.get_close_matches(bare, valid, n=1) or [
+        v for v in valid if bare in v.split("_")][:1]  # fmt: skip
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    registered = f", a registered one ({', '.join(list_rewards())})" if list_rewards() else ""
+    return (
+        f"unknown reward {name!r} for task {task!r}{hint}; valid: the task's ({', '.join(own)})"
+        f"{registered}, or a dotted path module.function"
+    )
 
 
 def _import_reward(path: str) -> RewardSpec:
