@@ -3,9 +3,10 @@
 A typo in a flag, a recipe that does not exist, an unknown task, a local path that is not there, an
 out-of-range number, a Hub id that does not exist or cannot be looked up: each is one line and exit code 2
 in well under a second (one Hub request at most), where TRL's parser would answer after importing
-transformers (5-25 s) and a missing local folder after the Hub client's retries (74 s measured). The valid ``sft``/``grpo`` flags are the fields of the config dataclasses, shipped as
-``train_flags.json`` (``tests/commands/test_precheck.py`` fails when it differs from the dataclasses;
-``python -m r1vision.commands._precheck`` rewrites it).
+transformers (5-25 s) and a missing local folder after the Hub client's retries (74 s measured). The
+valid ``sft``/``grpo`` flags are the fields of the config dataclasses, shipped as ``train_flags.json``
+(``tests/commands/test_precheck.py`` fails when it differs from the dataclasses; ``python -m
+r1vision.commands._precheck`` rewrites it).
 """
 
 from __future__ import annotations

@@ -150,8 +150,8 @@ def _hub_file(model: str, name: str) -> Path | None:
         return Path(hf_hub_download(model, name, local_files_only=True))
     except Exception:  # not in the cache
         pass
-    if hub.lookup(model, "model").status not in ("found", "unknown"):
-        return None
+    if hub.lookup(model, "model").status in ("missing", "unreachable", "offline"):
+        return None  # the client would retry for a minute and fail
     try:
         return Path(hf_hub_download(model, name))
     except Exception:  # no such file: the caller falls back
