@@ -147,3 +147,19 @@ def test_budget_bounds_and_tokens():
 def test_invalid_budget_is_rejected():
     with pytest.raises(ValueError, match="min_pixels"):
         PixelBudget(min_pixels=1000, max_pixels=10)
+
+
+def test_a_hub_id_that_is_missing_or_unreachable_falls_back_without_retries(fake_hub, monkeypatch) -> None:
+    """Reading a Hub model's own budget: a repo the Hub does not have, or a Hub that cannot be reached, gives
+    the family default at once (the client's retries cost ~55 s per file on a machine without network)."""
+    import time
+
+    from r1vision.trainer.distributed import _free_port
+    from r1vision.vision.budget import processor_pixels
+
+    start = time.perf_counter()
+    assert processor_pixels("org/typo") == (None, None)
+    assert [path for path, _ in fake_hub.seen] == ["/api/models/org/typo"]
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_free_port()}")
+    assert processor_pixels("org/elsewhere") == (None, None)
+    assert time.perf_counter() - start < 5.0

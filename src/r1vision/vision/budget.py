@@ -125,37 +125,42 @@ def _read_preprocessor_config(model: str) -> dict[str, Any] | None:
     """The image processor's settings of a model folder or Hub id: ``preprocessor_config.json`` (Hub
     checkpoints), else the ``image_processor`` entry of ``processor_config.json`` (what transformers 5
     saves, e.g. r1vision's SFT output)."""
+    names = ("preprocessor_config.json", "processor_config.json")
     local = Path(model).expanduser()
-    for name in ("preprocessor_config.json", "processor_config.json"):
-        if local.is_dir():
-            path: Path | None = local / name if (local / name).is_file() else None
-        else:
-            path = _hub_file(model, name)
-        if path is not None:
-            data = json.loads(path.read_text())
-            return data.get("image_processor", data) if name == "processor_config.json" else data
-    if not local.is_dir():
-        logger.info("no processor config for %s; using the family's default budget", model)
-    return None
+    if local.is_dir():
+        found = next(((n, local / n) for n in names if (local / n).is_file()), None)
+    else:
+        found = _hub_file(model, names)
+    if found is None:
+        if not local.is_dir():
+            logger.info("no processor config for %s; using the family's default budget", model)
+        return None
+    name, path = found
+    data = json.loads(path.read_text())
+    return data.get("image_processor", data) if name == "processor_config.json" else data
 
 
-def _hub_file(model: str, name: str) -> Path | None:
-    """The file alone (not the processor): from the cache, else downloaded when :func:`r1vision.hub.lookup`
-    finds the repo (without that check an unreachable Hub costs ~55 s of client retries per file)."""
+def _hub_file(model: str, names: tuple[str, ...]) -> tuple[str, Path] | None:
+    """The first of ``names`` the Hub repo ``model`` has (the file alone, not the processor): from the
+    cache, else downloaded once :func:`r1vision.hub.lookup` finds the repo (without that one request an
+    unreachable Hub costs ~55 s of client retries per file)."""
     from huggingface_hub import hf_hub_download
 
     from r1vision import hub
 
-    try:
-        return Path(hf_hub_download(model, name, local_files_only=True))
-    except Exception:  # not in the cache
-        pass
+    for name in names:
+        try:
+            return name, Path(hf_hub_download(model, name, local_files_only=True))
+        except Exception:  # not in the cache
+            pass
     if hub.lookup(model, "model").status in ("missing", "unreachable", "offline"):
         return None  # the client would retry for a minute and fail
-    try:
-        return Path(hf_hub_download(model, name))
-    except Exception:  # no such file: the caller falls back
-        return None
+    for name in names:
+        try:
+            return name, Path(hf_hub_download(model, name))
+        except Exception:  # no such file: try the next
+            pass
+    return None
 
 
 def resolve_budget(
