@@ -35,6 +35,8 @@ def test_cached_and_offline_send_no_request(fake_hub, monkeypatch, tmp_path):
     (tmp_path / "hf_home" / "datasets" / "org___gone").mkdir(parents=True)
     assert hub.lookup("org/typo").status == "cached"
     assert hub.lookup("org/gone", "dataset").status == "cached"
+    monkeypatch.setenv("R1VISION_HUB_CHECK", "0")  # the user's switch: left to the library
+    assert hub.lookup("org/anything").status == "unknown"
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert hub.lookup("org/anything").status == "offline"
     assert fake_hub.seen == []

@@ -3,8 +3,9 @@
 The Hub clients retry a failed connection with backoff (five times per file, ~55 s measured on a machine
 without network) before raising a long traceback, and a missing folder named without ``./`` looks to them
 like a Hub id. :func:`lookup` answers from the Hub cache when it holds a copy, else with one request to
-``{HF_ENDPOINT}/api/{models|datasets}/{id}`` (``HUB_TIMEOUT_S``, the user's token if any). Standard library
-only: the command-line checks call it before torch or transformers import.
+``{HF_ENDPOINT}/api/{models|datasets}/{id}`` (``HUB_TIMEOUT_S``, the user's token if any);
+``R1VISION_HUB_CHECK=0`` turns the request off (an endpoint without those routes). Standard library only:
+the command-line checks call it before torch or transformers import.
 """
 
 from __future__ import annotations
@@ -74,6 +75,8 @@ def lookup(repo_id: str, kind: str = "model") -> Lookup:
         return Lookup("cached", url_root)
     if offline():
         return Lookup("offline", url_root)
+    if os.environ.get("R1VISION_HUB_CHECK", "1").strip() == "0":  # e.g. a mirror without the /api routes
+        return Lookup("unknown", url_root, "R1VISION_HUB_CHECK=0")
     request = urllib.request.Request(f"{url_root}/api/{kind}s/{urllib.parse.quote(repo_id, safe='/')}")
     user_token = token()
     if user_token:

@@ -45,6 +45,7 @@ def fake_hub(monkeypatch, tmp_path):
         "HUGGING_FACE_HUB_TOKEN",
         "HF_HUB_CACHE",
         "HUGGINGFACE_HUB_CACHE",
+        "R1VISION_HUB_CHECK",
     ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
