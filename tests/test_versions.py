@@ -23,7 +23,12 @@ def test_tested_pairs_pass():
 
 def test_untested_pairs_are_named():
     (msg,) = generation_stack_problems(True, "1.16.0", "0.32.0")
-    assert "vLLM 0.32.0 with TRL 1.16.0 is not a tested combination" in msg and "0.22.0..0.31.x" in msg
+    assert "vLLM 0.32.0 with TRL 1.16.0 is not a tested combination" in msg and ">=0.22.0,<0.32" in msg
+    # a release candidate of the next minor is outside (the hand parser read 0.32.0rc1 as 0.32.1, and
+    # 0.31.0rc1 as 0.31.1); a build tag is ignored
+    assert generation_stack_problems(True, "1.16.0", "0.32.0rc1") != []
+    assert generation_stack_problems(True, "1.16.0", "0.31.9+cu130") == []
+    assert generation_stack_problems(True, "1.16.0", "not-a-version") != []
     (msg,) = generation_stack_problems(True, "1.16.0", "0.21.1")
     assert "0.21.1" in msg
     probs = generation_stack_problems(False, "1.17.0")

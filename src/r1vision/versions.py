@@ -14,8 +14,8 @@ TESTED = {
     "peft": "0.21.2",
     "datasets": "5.2.0",
 }
-# Optional packages: the range we accept (TRL 1.16 supports vLLM 0.22–0.31).
-OPTIONAL = {"deepspeed": ("0.19.8", "0.19.8"), "vllm": ("0.22.0", "0.31.99")}
+# Optional packages: the versions we accept, as pip specifiers (TRL 1.16 supports vLLM 0.22–0.31).
+OPTIONAL = {"deepspeed": "==0.19.8", "vllm": ">=0.22.0,<0.32"}
 
 
 def installed(name: str) -> str | None:
@@ -28,12 +28,16 @@ def installed(name: str) -> str | None:
     return None
 
 
-def _tuple(version: str) -> tuple[int, ...]:
-    parts = []
-    for piece in version.split("+")[0].split(".")[:3]:
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        parts.append(int(digits or 0))
-    return tuple(parts)
+def within(version: str, spec: str) -> bool:
+    """Whether ``version`` (a local build tag such as ``+cpu`` ignored) satisfies the pip specifier
+    ``spec``; pre-releases count only if the specifier names one (``0.32.0rc1`` is not ``<0.32``)."""
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(version).public in SpecifierSet(spec)
+    except InvalidVersion:
+        return False
 
 
 def check_versions() -> list[tuple[str, str | None, str, bool]]:
@@ -42,10 +46,10 @@ def check_versions() -> list[tuple[str, str | None, str, bool]]:
     for name, want in TESTED.items():
         have = installed(name)
         rows.append((name, have, want, have is not None and have.split("+")[0] == want))
-    for name, (lo, hi) in OPTIONAL.items():
+    for name, spec in OPTIONAL.items():
         have = installed(name)
         if have is not None:
-            rows.append((name, have, f"{lo}..{hi}", _tuple(lo) <= _tuple(have) <= _tuple(hi)))
+            rows.append((name, have, spec, within(have, spec)))
     tv = installed("torchvision")
     if tv is not None:
         import torch
@@ -56,7 +60,7 @@ def check_versions() -> list[tuple[str, str | None, str, bool]]:
 
 
 # TRL release -> the vLLM releases it is tested with (TRL 1.16 pins its vLLM client to 0.22–0.31).
-TESTED_TRL_VLLM: dict[str, tuple[str, str]] = {"1.16.0": ("0.22.0", "0.31.99")}
+TESTED_TRL_VLLM: dict[str, str] = {"1.16.0": ">=0.22.0,<0.32"}
 
 
 class UntestedVersionsError(RuntimeError):
@@ -85,12 +89,11 @@ def generation_stack_problems(
         problems.append("use_vllm is set but vLLM is not installed (pip install 'r1vision[vllm]')")
         return problems
     if trl_key in TESTED_TRL_VLLM:
-        lo, hi = TESTED_TRL_VLLM[trl_key]
-        if not _tuple(lo) <= _tuple(vllm_v) <= _tuple(hi):
-            hi_shown = hi.replace(".99", ".x")
+        spec = TESTED_TRL_VLLM[trl_key]
+        if not within(vllm_v, spec):
             problems.append(
                 f"vLLM {vllm_v} with TRL {trl_v} is not a tested combination: TRL {trl_key} is tested "
-                f"with vLLM {lo}..{hi_shown}"
+                f"with vLLM {spec}"
             )
     return problems
 
