@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install r1vision into ./.venv.
 #   bash install.sh         runtime (CPU torch 2.13.0 without an NVIDIA GPU; GPU stack + vllm/deepspeed with one)
-#   bash install.sh --dev   also the test tools (pytest, ruff, hypothesis) and the svg/deepspeed extras
+#   bash install.sh --dev   also the test tools (pytest, ruff, hypothesis, pycocotools) and the svg/deepspeed extras
 # Safe to run again: it only reinstalls when pyproject.toml, setup.py, the C helpers, the constraints or the mode changed.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
