@@ -190,6 +190,24 @@ def test_infer_eval_score_refuse_in_one_line(argv, message, capsys, monkeypatch,
     assert message in err and len(err.splitlines()) == 1 and "Traceback" not in err, err
 
 
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["eval", "--task", "color", "--dataset", "d", "--pred", "p", "--spl", "test"],
+         "unrecognized arguments: --spl test; did you mean '--split'?"),
+        (["estimate-memory", "--model", "qwen2.5-vl-7b", "--gpus", "x"], "argument --gpus: invalid int value: 'x'"),
+        (["infer", "--model", "m", "--dataset", "d"], "the following arguments are required: --output_dir"),
+    ],
+)  # fmt: skip
+def test_tool_command_argument_errors_are_one_line_without_abbreviations(argv, message, capsys):
+    """argparse's own refusals (an unknown or abbreviated flag, a bad value, a missing flag) in the same
+    style as every other refusal: one line, exit 2, no usage block; ``--spl`` is not taken for ``--split``."""
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code == 2 and message in err and len(err.splitlines()) == 1, err
+
+
 def test_image_path_leaving_the_dataset_folder_is_refused_by_row(color_dir, tmp_path):
     import json
 

@@ -23,7 +23,27 @@ def add(p: argparse.ArgumentParser | Any, name: str, **kwargs: Any) -> None:
     p.add_argument(*spellings(name), dest=name[2:].replace("-", "_"), **kwargs)
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with the commands' refusal style: one line and exit code 2 (no usage block), the nearest
+    flag suggested for an unknown one, and no abbreviations (``--spl`` is not silently ``--split``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> Any:  # argparse's hook; never returns
+        import difflib
+
+        hint = ""
+        if message.startswith("unrecognized arguments:"):
+            flags = [a for a in message.split(":", 1)[1].split() if a.startswith("--")]
+            options = [o for o in self._option_string_actions if o.startswith("--")]
+            close = difflib.get_close_matches(flags[0].split("=")[0], options, n=1) if flags else []
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+        self.exit(2, f"{self.prog}: error: {message}{hint} ({self.prog} --help lists the flags)\n")
+
+
 def parser(prog: str, doc: str | None, **kwargs: Any) -> argparse.ArgumentParser:
     """A parser named ``r1vision <prog>`` whose description is the first line of the command's docstring."""
     description = (doc or "").strip().splitlines()[0] if doc else None
-    return argparse.ArgumentParser(prog=f"r1vision {prog}", description=description, **kwargs)
+    return OneLineParser(prog=f"r1vision {prog}", description=description, **kwargs)
