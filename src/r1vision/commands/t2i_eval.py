@@ -37,7 +37,8 @@ def run(argv: Sequence[str]) -> int:
     metrics = evaluate_t2i(a.model, a.prompts, a.output_dir, split=a.split, lora=a.lora, reward_funcs=a.reward_funcs,
                            reward_options=a.reward_options, steps=a.steps, guidance_scale=a.guidance_scale,
                            resolution=a.resolution, seed=a.seed, limit=a.limit)  # fmt: skip
-    for key, value in metrics.items():
-        print(f"  {key:<18} {value:.4f}" if isinstance(value, float) else f"  {key:<18} {value}")
+    for key, value in metrics.items():  # as `r1vision eval` prints: counts without decimals
+        shown = f"{int(value)}" if isinstance(value, float) and value.is_integer() else value
+        print(f"  {key:<18} {shown:.4f}" if isinstance(shown, float) else f"  {key:<18} {shown}")
     print(f"metrics.json, records.jsonl and contact_sheet.png in {a.output_dir}")
     return 0
