@@ -18,7 +18,16 @@ def test_format_of_a_grpo_log():
         "step 12/100 | reward 0.531 ± 0.210 (accuracy 0.400, format 0.900) | len 123 | loss 0.012 | kl 0.002 "
         "| grad 1.5 | lr 1.00e-05 | 1.52 s/step"
     )
-    assert format_logs({"eval_reward": 1.0}, 3, 10) is None  # evaluation keeps transformers' form
+    evaluation = {"eval_reward": "0.5069", "eval_prompt_brightness": 0.5069, "eval_num_images": "4.0",
+                  "eval_runtime": 0.2, "epoch": 0.5}  # fmt: skip
+    assert (
+        format_logs(evaluation, 3, 10)
+        == "eval at step 3 | reward 0.507 | prompt_brightness 0.507 | num_images 4"
+    )
+    summary = {"train_runtime": "4.367", "train_samples_per_second": "1.832", "train_steps_per_second": "0.458",
+               "train_loss": "0.0123", "epoch": 1.0}  # fmt: skip
+    assert format_logs(summary, 2, 2) == "trained 2 steps in 4.4 s (0.458 steps/s), mean loss 0.012"
+    assert format_logs({"epoch": 1.0}, 2, 2) is None  # anything else keeps transformers' form
     assert zero_signal_warning(logs, 12) is None
     assert "no learning signal" in zero_signal_warning({"frac_reward_zero_std": 1.0}, 7)
 
@@ -41,6 +50,7 @@ def test_training_prints_compact_lines_and_warns_once(tiny_model, color_dir, tmp
     lines = [x for x in out.splitlines() if x.startswith("step ")]
     assert [x.split(" |")[0] for x in lines] == ["step 1/2", "step 2/2"]
     assert "{'loss'" not in out and "(constant " in lines[0]
+    assert "{'train_runtime'" not in out and "trained 2 steps in " in out  # the summary is a line too
     # one constant reward among two: the groups still differ through varied_reward, so no warning
     assert "no learning signal" not in caplog.text
     trainer = VisionGRPOTrainer(tiny_model("qwen2_vl"), [constant], args=grpo_args(tmp_path / "b", max_steps=2),

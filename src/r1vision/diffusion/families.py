@@ -9,6 +9,7 @@ four methods. The denoiser (``family.transformer``) is what trains; text encoder
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,18 @@ from typing import Any
 import torch
 
 MARKER = "r1vision_diffusion.json"
+
+
+class _NoTorchvisionFallbackNote(logging.Filter):
+    """Drops transformers' note that an image processor falls back to its PIL twin without torchvision:
+    importing diffusers' SD3 pipeline names the SigLIP/CLIP processors of an image encoder these
+    pipelines never use, and r1vision's CPU stack has no torchvision by design."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "requires torchvision (not installed); falling back to" not in record.getMessage()
+
+
+logging.getLogger("transformers.utils.import_utils").addFilter(_NoTorchvisionFallbackNote())
 DECODE_CHUNK = 8  # images per VAE decode call
 # Flow-GRPO's LoRA targets on the SD3 MMDiT (scripts/train_sd3.py): the attention projections of both streams.
 SD3_LORA_TARGETS = [
@@ -77,10 +90,9 @@ class SD3Family:
         bf16 saves SD3.5's T5-XXL 9.5 GB over fp32) and the VAE stays in fp32 (it decodes what is scored)."""
         from diffusers import StableDiffusion3Pipeline
 
-        pipe = StableDiffusion3Pipeline.from_pretrained(path, dtype=frozen_dtype or dtype)
-        pipe.transformer.to(dtype)
-        if pipe.vae is not None:
-            pipe.vae.to(torch.float32)
+        # each component loads in its own dtype (casting afterwards makes diffusers warn on every load)
+        dtypes = {"transformer": dtype, "vae": torch.float32, "default": frozen_dtype or dtype}
+        pipe = StableDiffusion3Pipeline.from_pretrained(path, dtype=dtypes)
         if device:
             pipe.to(device)
         marker = Path(path) / MARKER

@@ -1,7 +1,8 @@
 """One compact log line per logging step, in place of transformers' printed dict of strings.
 
 ``step 12/100 | reward 0.531 ± 0.210 (accuracy 0.400, format 0.900) | len 123 | kl 0.0021 | lr 1.0e-05 |
-1.52 s/step``, numbers formatted as numbers; evaluation and end-of-training logs keep the plain form. When
+1.52 s/step``, numbers formatted as numbers; an evaluation is ``eval at step 4 | reward 0.507 | ...`` and
+the end of training ``trained 100 steps in 152 s (0.66 steps/s), mean loss 0.012``. When
 every prompt group of a step had the same reward for all its completions (``frac_reward_zero_std`` = 1),
 no completion carried a learning signal: a warning says so and what usually helps.
 """
@@ -33,10 +34,37 @@ def _fmt(value: float) -> str:
     return f"{value:.4g}" if abs(value) >= 1 else f"{value:.3f}"
 
 
-def format_logs(logs: dict[str, Any], step: int, max_steps: int) -> str | None:
-    """The compact line for a training log (``None`` for logs without a loss or reward: eval, summary)."""
-    if "reward" not in logs and "loss" not in logs:
+def format_eval(logs: dict[str, Any], step: int) -> str | None:
+    """The compact line for an evaluation log (``eval_*`` keys), ``None`` for any other log."""
+    values = {k[len("eval_") :]: v for k, v in logs.items() if k.startswith("eval_")}
+    if not values:
         return None
+    parts = [f"eval at step {step}"]
+    for key, value in values.items():
+        number = _num(value)
+        if number is None or key in ("runtime", "samples_per_second", "steps_per_second"):
+            continue
+        parts.append(f"{key} {int(number)}" if key.startswith("num_") else f"{key} {_fmt(number)}")
+    return " | ".join(parts)
+
+
+def format_summary(logs: dict[str, Any]) -> str | None:
+    """The end-of-training line (the log with ``train_runtime``), ``None`` for any other log."""
+    runtime = _num(logs.get("train_runtime"))
+    if runtime is None:
+        return None
+    steps, loss = _num(logs.get("train_steps_per_second")), _num(logs.get("train_loss"))
+    done = f"trained in {runtime:.1f} s"
+    if steps:
+        done = f"trained {round(steps * runtime)} steps in {runtime:.1f} s ({steps:.3g} steps/s)"
+    return done + (f", mean loss {_fmt(loss)}" if loss is not None else "")
+
+
+def format_logs(logs: dict[str, Any], step: int, max_steps: int) -> str | None:
+    """The compact line for a training log; an evaluation or the end-of-training summary gets its own
+    (:func:`format_eval`, :func:`format_summary`); ``None`` for anything else."""
+    if "reward" not in logs and "loss" not in logs:
+        return format_eval(logs, step) or format_summary(logs)
     parts = [f"step {step}/{max_steps}" if max_steps > 0 else f"step {step}"]
     reward, std = _num(logs.get("reward")), _num(logs.get("reward_std"))
     if reward is not None:
