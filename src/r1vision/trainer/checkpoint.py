@@ -120,10 +120,9 @@ class NoCheckpointError(FileNotFoundError):
     """``--resume_from_checkpoint last`` with no complete checkpoint in ``output_dir``."""
 
 
-def resolve_last_checkpoint(output_dir: str, quiet: bool = False) -> str:
-    """The newest complete ``checkpoint-N`` folder of ``output_dir`` (see :func:`checkpoint_problem`);
-    logs which one and which newer ones were skipped and why (unless ``quiet``). Raises
-    :class:`NoCheckpointError`."""
+def newest_complete_checkpoint(output_dir: str) -> tuple[str | None, list[tuple[str, str]]]:
+    """The newest complete ``checkpoint-N`` folder of ``output_dir`` (None if there is none), and the newer
+    ones skipped with the reason (:func:`checkpoint_problem`)."""
     found = []
     if os.path.isdir(output_dir):
         for name in os.listdir(output_dir):
@@ -134,14 +133,21 @@ def resolve_last_checkpoint(output_dir: str, quiet: bool = False) -> str:
     for _, path in sorted(found, reverse=True):
         problem = checkpoint_problem(path)
         if problem is None:
-            if quiet:
-                return path
-            note = "; ".join(f"skipped {os.path.basename(p)}: {why}" for p, why in skipped)
-            logger.warning(
-                "resuming from %s, the newest complete checkpoint%s", path, f" ({note})" if note else ""
-            )
-            return path
+            return path, skipped
         skipped.append((path, problem))
+    return None, skipped
+
+
+def resolve_last_checkpoint(output_dir: str) -> str:
+    """:func:`newest_complete_checkpoint`, logging which one and which newer ones were skipped and why.
+    Raises :class:`NoCheckpointError` when there is none."""
+    path, skipped = newest_complete_checkpoint(output_dir)
+    if path is not None:
+        note = "; ".join(f"skipped {os.path.basename(p)}: {why}" for p, why in skipped)
+        logger.warning(
+            "resuming from %s, the newest complete checkpoint%s", path, f" ({note})" if note else ""
+        )
+        return path
     detail = "; ".join(f"{os.path.basename(p)}: {why}" for p, why in skipped) or "no checkpoint-* folder"
     raise NoCheckpointError(
         f"--resume_from_checkpoint last: no complete checkpoint in {output_dir} ({detail}). "
@@ -185,12 +191,11 @@ def check_output_dir(args: Any, resume_from_checkpoint: Any = None) -> None:
         return
     traces = _run_traces(args.output_dir)
     if traces:
-        try:  # suggest resuming only when there is something to resume from
-            resolve_last_checkpoint(args.output_dir, quiet=True)
-            resume = "--resume_from_checkpoint last to continue it from its last checkpoint, "
-        except NoCheckpointError:
-            resume = ""
-        hint = "" if resume else " It has no complete checkpoint to resume from (save_strategy / save_steps)."
+        # suggest resuming only when there is something to resume from
+        if newest_complete_checkpoint(args.output_dir)[0] is not None:
+            hint, resume = "", "--resume_from_checkpoint last to continue it from its last checkpoint, "
+        else:
+            hint, resume = " It has no complete checkpoint to resume from (save_strategy / save_steps).", ""
         raise OutputDirInUseError(
             f"output_dir {args.output_dir} already holds a run ({', '.join(traces)}).{hint} Pass "
             f"{resume}--overwrite_output_dir true to replace it, or choose another --output_dir."
