@@ -189,3 +189,18 @@ def test_rewards_of_one_rollout_batch_run_while_the_next_is_sampled(tiny_sd3, pr
 def test_rollout_batch_size_must_keep_groups_whole_with_same_latent(tmp_path):
     with pytest.raises(ValueError, match="rollout_batch_size=6 is not a multiple of num_generations=4"):
         _args(tmp_path, same_latent=True, rollout_batch_size=6)
+
+
+def test_the_adapter_init_follows_the_seed_not_the_process(tiny_sd3, prompts, tmp_path):
+    """The LoRA adapter is drawn before transformers' Trainer seeds the RNG: unseeded, a second trainer in
+    the same process started from another adapter (the kill-and-resume test passed only after other tests)."""
+    first = _trainer(tiny_sd3(pixel_space=True), prompts, tmp_path / "a")
+    torch.rand(1000)  # whatever the process did in between
+    second = _trainer(tiny_sd3(pixel_space=True), prompts, tmp_path / "b")
+    other = _trainer(tiny_sd3(pixel_space=True), prompts, tmp_path / "c", seed=1)
+
+    def adapter(trainer):
+        return [p.detach().clone() for n, p in trainer.model.named_parameters() if "lora_A" in n]
+
+    assert all(torch.equal(a, b) for a, b in zip(adapter(first), adapter(second), strict=True))
+    assert not all(torch.equal(a, c) for a, c in zip(adapter(first), adapter(other), strict=True))

@@ -28,7 +28,24 @@ class _NoTorchvisionFallbackNote(logging.Filter):
         return "requires torchvision (not installed); falling back to" not in record.getMessage()
 
 
+class _Once(logging.Filter):
+    """Passes each distinct message once: the SD3 pipeline warns about a truncated prompt on every
+    encode, i.e. every rollout and evaluation batch (hundreds of identical lines in a short run)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if message in self.seen:
+            return False
+        self.seen.add(message)
+        return True
+
+
 logging.getLogger("transformers.utils.import_utils").addFilter(_NoTorchvisionFallbackNote())
+logging.getLogger("diffusers.pipelines.stable_diffusion_3.pipeline_stable_diffusion_3").addFilter(_Once())
 DECODE_CHUNK = 8  # images per VAE decode call
 # Flow-GRPO's LoRA targets on the SD3 MMDiT (scripts/train_sd3.py): the attention projections of both streams.
 SD3_LORA_TARGETS = [

@@ -86,7 +86,12 @@ class DiffusionGRPOTrainer(Trainer):
             denoiser.enable_gradient_checkpointing()
         if args.lora_r > 0:
             from peft import LoraConfig, get_peft_model
+            from transformers import set_seed
 
+            # the adapter's gaussian init draws from the global RNG, before Trainer seeds it: seeded here, a
+            # run's adapter depends on args.seed, not on what the process did before (two trainers in one
+            # process started from different adapters)
+            set_seed(args.seed)
             denoiser.requires_grad_(False)
             lora = LoraConfig(r=args.lora_r, lora_alpha=args.lora_alpha, init_lora_weights="gaussian",
                               target_modules=list(args.lora_target_modules))  # fmt: skip
