@@ -58,3 +58,20 @@ def test_lora_does_not_backpropagate_through_the_frozen_vision_tower(tiny_model,
     with torch.enable_grad():
         assert not visual.patch_embed(pixels).requires_grad  # nothing to backpropagate into
     trainer.train()  # and it still trains
+
+
+def test_the_lora_adapter_init_follows_the_seed_not_the_process(tiny_model, color_dir, tmp_path):
+    """The adapter's random init follows --seed, not the process's RNG state (a guard: the text-to-image
+    trainer had it wrong, and a sweep's seeds must not all start from one adapter)."""
+    rows = task_rows("color", color_dir).remove_columns(["completion"])
+
+    def adapter(seed: int, name: str) -> list[torch.Tensor]:
+        args = grpo_args(tmp_path / name, lora_r=4, seed=seed)
+        trainer = VisionGRPOTrainer(tiny_model("qwen2_vl"), varied_reward, args=args, train_dataset=rows)
+        return [p.detach().clone() for n, p in trainer.model.named_parameters() if "lora_A" in n]
+
+    first = adapter(0, "a")
+    torch.rand(1000)  # whatever the process did in between
+    again, other = adapter(0, "b"), adapter(1, "c")
+    assert first and all(torch.equal(a, b) for a, b in zip(first, again, strict=True))
+    assert not all(torch.equal(a, c) for a, c in zip(first, other, strict=True))
