@@ -80,10 +80,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     command, rest = argv[0], argv[1:]
     if command not in COMMANDS:
-        import difflib
+        from r1vision.suggest import closest
 
-        close = difflib.get_close_matches(command, list(COMMANDS), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
+        close = closest(command, COMMANDS)
+        hint = f"; did you mean {close!r}?" if close else ""
         print(f"r1vision: unknown command {command!r}{hint} (r1vision --help lists them)", file=sys.stderr)
         return 2
     errors = _bad_input_errors()

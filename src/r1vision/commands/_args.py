@@ -32,14 +32,14 @@ class OneLineParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> Any:  # argparse's hook; never returns
-        import difflib
+        from r1vision.suggest import closest
 
         hint = ""
         if message.startswith("unrecognized arguments:"):
             flags = [a for a in message.split(":", 1)[1].split() if a.startswith("--")]
             options = [o for o in self._option_string_actions if o.startswith("--")]
-            close = difflib.get_close_matches(flags[0].split("=")[0], options, n=1) if flags else []
-            hint = f"; did you mean {close[0]!r}?" if close else ""
+            close = closest(flags[0].split("=")[0], options) if flags else None
+            hint = f"; did you mean {close!r}?" if close else ""
         self.exit(2, f"{self.prog}: error: {message}{hint} ({self.prog} --help lists the flags)\n")
 
 

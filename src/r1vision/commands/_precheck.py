@@ -11,13 +11,13 @@ r1vision.commands._precheck`` rewrites it).
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from r1vision.commands._args import UsageError
+from r1vision.suggest import closest
 
 FLAGS_FILE = Path(__file__).with_name("train_flags.json")
 # Flags the commands handle themselves, outside the dataclasses.
@@ -47,8 +47,8 @@ def train_flags(kind: str) -> set[str]:
 
 def suggest(name: str, valid: Sequence[str] | set[str]) -> str:
     """``"; did you mean '--x'?"`` for the closest valid name, else ``""``."""
-    close = difflib.get_close_matches(name, sorted(valid), n=1, cutoff=0.75)
-    return f"; did you mean '--{close[0]}'?" if close else ""
+    close = closest(name, valid, cutoff=0.75)
+    return f"; did you mean '--{close}'?" if close else ""
 
 
 def _flag_values(argv: Sequence[str]) -> dict[str, str | None]:
@@ -213,8 +213,8 @@ def check_train_argv(kind: str, argv: Sequence[str]) -> None:
 
         names = list_tasks()
         if task not in names:
-            close = difflib.get_close_matches(str(task), names, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
+            close = closest(str(task), names)
+            hint = f"; did you mean {close!r}?" if close else ""
             raise UsageError(f"unknown task {task!r}{hint}; tasks: {', '.join(names)}")
     for flag in ("model", "model_name_or_path"):
         check_path(flag, values.get(flag), "model folder")

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import collections.abc as cabc
 import dataclasses
-import difflib
 import json
 import types
 import typing
 from collections.abc import Mapping
 from typing import Any, Literal, Union
+
+from r1vision.suggest import closest
 
 
 class TaskOptionError(ValueError):
@@ -122,8 +123,8 @@ def check_options(task_name: str, options_cls: type, given: Mapping[str, Any]) -
                     f"task {task_name!r}: option {name!r} expects {type_name(tp)}, got {value!r}"
                 )
         else:
-            close = difflib.get_close_matches(name, list(fields), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
+            close = closest(name, fields)
+            hint = f"; did you mean {close!r}?" if close else ""
             valid = ", ".join(sorted(fields)) or "(none)"
             raise TaskOptionError(f"task {task_name!r} has no option {name!r}{hint} Valid options: {valid}")
     return dict(given)

@@ -112,13 +112,13 @@ def resolve_rewards(task: Task, names: Sequence[str] | None, specs: Sequence[Rew
 def _unknown_reward(name: str, task: str, own: list[str]) -> str:
     """The refusal of an unknown reward name: a suggestion (TRL's ``accuracy_reward`` spelling included), then
     every valid choice."""
-    import difflib
+    from r1vision.suggest import closest
 
     valid = own + list_rewards()
-    bare = name.removesuffix("_reward")
-    close = ([bare] if bare in valid else []) or difflib.get_close_matches(bare, valid, n=1) or [
-        v for v in valid if bare in v.split("_")][:1]  # fmt: skip
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    bare = name.removesuffix("_reward")  # TRL's spelling (accuracy_reward) of our `accuracy`
+    close = (bare if bare in valid else None) or closest(bare, valid) or next(
+        (v for v in valid if bare in v.split("_")), None)  # fmt: skip
+    hint = f" (did you mean {close!r}?)" if close else ""
     registered = f", a registered one ({', '.join(list_rewards())})" if list_rewards() else ""
     return (
         f"unknown reward {name!r} for task {task!r}{hint}; valid: the task's ({', '.join(own)})"
