@@ -95,5 +95,11 @@ def _full(param: torch.Tensor, zero3: bool) -> torch.Tensor:
 
 
 if __name__ == "__main__":
+    from r1vision.trainer.distributed import finish_process
+
     main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]) if len(sys.argv) > 4 else 0,
          len(sys.argv) > 5 and sys.argv[5] == "adapters")  # fmt: skip
+    # End as `r1vision grpo` ends a launched worker: without it, interpreter shutdown with live vLLM/triton
+    # threads sometimes aborts (SIGABRT, "terminate called without an active exception") after the record
+    # is written, and the launcher reports the whole run as failed.
+    sys.exit(finish_process(0))

@@ -118,6 +118,8 @@ def main(model_path: str, data: str, out: str, base_port: int, adapters: bool = 
 
 
 if __name__ == "__main__":
+    from r1vision.trainer.distributed import finish_process
+
     main(
         sys.argv[1],
         sys.argv[2],
@@ -125,3 +127,4 @@ if __name__ == "__main__":
         int(sys.argv[4]),
         len(sys.argv) > 5 and sys.argv[5] == "adapters",
     )
+    sys.exit(finish_process(0))  # as `r1vision grpo` ends a launched worker (no shutdown abort)
