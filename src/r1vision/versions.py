@@ -14,8 +14,10 @@ TESTED = {
     "peft": "0.21.2",
     "datasets": "5.2.0",
 }
-# Optional packages: the versions we accept, as pip specifiers (TRL 1.16 supports vLLM 0.22–0.31).
-OPTIONAL = {"deepspeed": "==0.19.8", "vllm": ">=0.22.0,<0.32"}
+# TRL release -> the vLLM releases it is tested with (TRL 1.16 pins its vLLM client to 0.22–0.31).
+TESTED_TRL_VLLM: dict[str, str] = {"1.16.0": ">=0.22.0,<0.32"}
+# Optional packages: the versions we accept, as pip specifiers (vLLM: what the tested TRL supports).
+OPTIONAL = {"deepspeed": "==0.19.8", "vllm": TESTED_TRL_VLLM[TESTED["trl"]]}
 
 
 def installed(name: str) -> str | None:
@@ -57,10 +59,6 @@ def check_versions() -> list[tuple[str, str | None, str, bool]]:
         # A torchvision build that does not match torch breaks transformers' processors.
         rows.append(("torchvision", tv, "absent on CPU", torch.cuda.is_available()))
     return rows
-
-
-# TRL release -> the vLLM releases it is tested with (TRL 1.16 pins its vLLM client to 0.22–0.31).
-TESTED_TRL_VLLM: dict[str, str] = {"1.16.0": ">=0.22.0,<0.32"}
 
 
 class UntestedVersionsError(RuntimeError):
