@@ -8,6 +8,7 @@ import json
 import pytest
 
 from r1vision.cli import main
+from r1vision.commands._args import UsageError
 from r1vision.commands._train import parse
 
 
@@ -46,6 +47,24 @@ def test_trl_vlm_command_line_trains_with_the_adapters_it_names(tiny_model, colo
     assert adapter["r"] == 16 and adapter["lora_alpha"] == 32
     assert sorted(adapter["target_modules"]) == ["q_proj", "v_proj"]
     assert (out / "merged" / "config.json").is_file()
+
+
+def test_trl_spellings_on_the_command_line_override_a_recipe_that_uses_ours(tmp_path, monkeypatch):
+    """`--config sgg_grpo --dataset_name DIR` (the recipe sets `dataset:`): the command line wins, as over
+    any recipe key; it was refused as two values of one field."""
+    monkeypatch.setattr("r1vision.trainer.merge.resolve_model", lambda m: m)
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("task: color\nmodel: org/recipe-model\ndataset: org/recipe-data\n")
+    base = ["--config", str(recipe), "--output_dir", str(tmp_path / "o"), "--use_cpu", "true"]
+    script, _ = parse("grpo", [*base, "--model_name_or_path", "mine", "--dataset-name", "here"])
+    assert (script.model, script.dataset) == ("mine", "here")
+    recipe.write_text("task: color\nmodel_name_or_path: org/recipe-model\ndataset_name: org/recipe-data\n")
+    script, _ = parse("grpo", [*base, "--model", "mine", "--dataset=here"])
+    assert (script.model, script.dataset) == ("mine", "here")
+    script, _ = parse("grpo", base)  # nothing on the command line: the recipe's
+    assert (script.model, script.dataset) == ("org/recipe-model", "org/recipe-data")
+    with pytest.raises(UsageError, match="--dataset_name and --dataset name the same thing"):
+        parse("grpo", [*base, "--dataset_name", "a", "--dataset", "b"])  # both given here: still refused
 
 
 @pytest.mark.parametrize("flag", ["--load_in_4bit", "--load_in_8bit"])

@@ -36,7 +36,7 @@ def parse(kind: str, argv: Sequence[str]) -> tuple[Any, Any]:
     from r1vision.tasks.options import merge_options
     from r1vision.trainer.config import VisionGRPOConfig, VisionSFTConfig
 
-    argv = _join_report_to(resolve_config_argv(list(argv)))
+    argv = _command_line_spelling_wins(_join_report_to(resolve_config_argv(list(argv))))
     config_cls = VisionGRPOConfig if kind == "grpo" else VisionSFTConfig
     parser = TrlParser((ScriptArguments, config_cls), prog=f"r1vision {kind}")
     try:
@@ -104,6 +104,27 @@ def launch_argv(kind: str, argv: Sequence[str]) -> list[str] | None:
 
     return [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(path),
             "--num_processes", str(nproc), "-m", "r1vision.cli", kind, *rest]  # fmt: skip
+
+
+# TRL's spelling of a field, and r1vision's; both are fields, so a recipe may set one and the command line the other.
+_SPELLINGS = (("model_name_or_path", "model"), ("dataset_name", "dataset"))
+
+
+def _command_line_spelling_wins(argv: list[str]) -> list[str]:
+    """A field given on the command line in one spelling (``--dataset_name``) is given in the other too, so
+    it overrides a recipe that sets the other one (``dataset:``) as a command line overrides a recipe,
+    instead of being refused as two different values of one thing. Both spellings on the command line
+    are left as they are (different values are still refused)."""
+    from r1vision.commands._precheck import _flag_values
+
+    values = _flag_values(argv)
+    extra: list[str] = []
+    for trl_name, own in _SPELLINGS:
+        given = [name for name in (trl_name, own) if values.get(name)]
+        if len(given) == 1:
+            other = own if given[0] == trl_name else trl_name
+            extra += [f"--{other}", str(values[given[0]])]
+    return argv + extra
 
 
 def _join_report_to(argv: list[str]) -> list[str]:
