@@ -138,3 +138,13 @@ def test_cli_exit_code_two_on_refusal(capsys):
     ]
     assert cli_main(argv) == 2
     assert "REFUSED" in capsys.readouterr().out
+
+
+def test_trl_spellings_override_the_recipe_as_in_the_run():
+    """`--config sgg_grpo --model_name_or_path M --dataset_name D --dry-run`: the dry run parses as the run does
+    (one parse), so TRL's spellings override the recipe's `dataset:` there too; both were refused."""
+    result = plan("grpo", ["--config", str(RECIPES / "sgg_grpo.yaml"), "--model_name_or_path",
+                           "Qwen/Qwen2-VL-2B-Instruct", "--dataset_name", "my/data", "--zero", "3"])  # fmt: skip
+    assert not result.problems, result.problems
+    text = "\n".join(result.lines)
+    assert "dataset my/data" in text and "Qwen/Qwen2-VL-2B-Instruct (family qwen2_vl" in text

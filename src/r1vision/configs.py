@@ -54,6 +54,33 @@ def resolve_config_argv(argv: Sequence[str]) -> list[str]:
     return out
 
 
+def recipe_path(argv: Sequence[str]) -> str | None:
+    """The value of ``--config`` (or ``--config=X``), if any."""
+    for i, arg in enumerate(argv):
+        if arg == "--config" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--config="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def flag_values(argv: Sequence[str]) -> dict[str, str | None]:
+    """``{name: value}`` of the ``--flags`` in ``argv`` (dashes as underscores; ``None`` for a bare flag)."""
+    out: dict[str, str | None] = {}
+    for i, arg in enumerate(argv):
+        if not arg.startswith("--") or arg == "--":
+            continue
+        name, eq, value = arg[2:].partition("=")
+        name = name.replace("-", "_")
+        if eq:
+            out[name] = value
+        elif i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            out[name] = argv[i + 1]
+        else:
+            out[name] = None
+    return out
+
+
 def shipped_files() -> list[tuple[str, Path]]:
     """(path inside ``configs/``, absolute path) of every shipped config file."""
     dirs = config_dirs()

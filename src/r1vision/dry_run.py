@@ -81,18 +81,12 @@ def budget_source(model: str, family: str) -> tuple[Any, str]:
 
 
 def parse_run(kind: str, argv: list[str]) -> tuple[Any, Any]:
-    """Parse the command line and recipe exactly as the run would (TRL's parser and our configs)."""
-    from trl import TrlParser
+    """Parse the command line and recipe exactly as the run would (:func:`parse_train_argv`)."""
+    from r1vision.runners.train import parse_train_argv
 
-    from r1vision.runners.train import ScriptArguments
-    from r1vision.trainer.config import VisionGRPOConfig, VisionSFTConfig
-
-    config_cls = VisionGRPOConfig if kind == "grpo" else VisionSFTConfig
-    if _recipe_value(argv, "dataset") is None:
+    if _recipe_value(argv, "dataset") is None and _recipe_value(argv, "dataset_name") is None:
         argv = [*argv, "--dataset", "(not given: the dry run does not read data)"]
-    parser = TrlParser((ScriptArguments, config_cls), prog=f"r1vision {kind}")
-    script, config = parser.parse_args_and_config(argv)
-    return script, config
+    return parse_train_argv(kind, argv)
 
 
 def _meta_model(model_config: Any, config: Any) -> Any:

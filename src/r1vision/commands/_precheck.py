@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from r1vision.commands._args import UsageError
+from r1vision.configs import flag_values
 from r1vision.suggest import closest
 
 FLAGS_FILE = Path(__file__).with_name("train_flags.json")
@@ -49,23 +50,6 @@ def suggest(name: str, valid: Sequence[str] | set[str]) -> str:
     """``"; did you mean '--x'?"`` for the closest valid name, else ``""``."""
     close = closest(name, valid, cutoff=0.75)
     return f"; did you mean '--{close}'?" if close else ""
-
-
-def _flag_values(argv: Sequence[str]) -> dict[str, str | None]:
-    """``{name: value}`` of the ``--flags`` in ``argv`` (dashes as underscores; ``None`` for a bare flag)."""
-    out: dict[str, str | None] = {}
-    for i, arg in enumerate(argv):
-        if not arg.startswith("--") or arg == "--":
-            continue
-        name, eq, value = arg[2:].partition("=")
-        name = name.replace("-", "_")
-        if eq:
-            out[name] = value
-        elif i + 1 < len(argv) and not argv[i + 1].startswith("--"):
-            out[name] = argv[i + 1]
-        else:
-            out[name] = None
-    return out
 
 
 def looks_local(value: str) -> bool:
@@ -196,7 +180,7 @@ def _recipe(values: dict[str, str | None]) -> dict[str, Any]:
 def check_train_argv(kind: str, argv: Sequence[str]) -> None:
     """Everything about an ``sft``/``grpo`` command line that can be checked before TRL loads."""
     valid = train_flags(kind) | _OWN
-    values = _flag_values(argv)
+    values = flag_values(argv)
     for name in values:
         bare = name[3:] if name.startswith("no_") else name
         if name not in valid and bare not in valid:

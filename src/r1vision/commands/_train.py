@@ -13,45 +13,14 @@ from r1vision.commands._args import UsageError
 _LAYOUT_NAMES = {"ddp": "ddp", "multi_gpu": "ddp", "zero2": "zero2", "zero3": "zero3"}
 
 
-def recipe_path(argv: Sequence[str]) -> str | None:
-    """The value of ``--config`` (or ``--config=X``), if any."""
-    for i, arg in enumerate(argv):
-        if arg == "--config" and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith("--config="):
-            return arg.split("=", 1)[1]
-    return None
-
-
 def parse(kind: str, argv: Sequence[str]) -> tuple[Any, Any]:
-    """``(ScriptArguments, VisionSFTConfig | VisionGRPOConfig)`` from ``argv`` as TRL's scripts parse it.
+    """:func:`r1vision.runners.train.parse_train_argv`, a config's own refusal as one line (exit 2)."""
+    from r1vision.runners.train import parse_train_argv
 
-    ``--task_options`` on the command line is merged into the recipe's ``task_options`` option by option
-    (TrlParser alone would replace the whole mapping: the ``r1sgg`` preset's weights would be lost).
-    """
-    from trl import TrlParser
-
-    from r1vision.configs import resolve_config_argv
-    from r1vision.runners.train import ScriptArguments
-    from r1vision.tasks.options import merge_options
-    from r1vision.trainer.config import VisionGRPOConfig, VisionSFTConfig
-
-    argv = _command_line_spelling_wins(_join_report_to(resolve_config_argv(list(argv))))
-    config_cls = VisionGRPOConfig if kind == "grpo" else VisionSFTConfig
-    parser = TrlParser((ScriptArguments, config_cls), prog=f"r1vision {kind}")
     try:
-        script, config = parser.parse_args_and_config(argv)
-    except ValueError as exc:  # a config's own check (TRL's or ours): one line, exit 2
+        return parse_train_argv(kind, argv)
+    except ValueError as exc:  # a config's own check (TRL's or ours)
         raise UsageError(str(exc).strip().splitlines()[0]) from None
-    recipe = recipe_path(argv)
-    if recipe and any(a == "--task_options" or a.startswith("--task_options=") for a in argv):
-        import yaml
-
-        with open(recipe) as f:
-            recipe_options = (yaml.safe_load(f) or {}).get("task_options")
-        script.task_options = merge_options(recipe_options, script.task_options)
-    script.recipe = recipe  # recorded in r1vision_run.json and the model card
-    return script, config
 
 
 def launch_argv(kind: str, argv: Sequence[str]) -> list[str] | None:
@@ -61,9 +30,9 @@ def launch_argv(kind: str, argv: Sequence[str]) -> list[str] | None:
     JSONs); anything else is an accelerate config file (a path or a name under ``configs/accelerate``)."""
     import os
 
-    from r1vision.commands._precheck import _flag_values
+    from r1vision.configs import flag_values
 
-    values = _flag_values(argv)
+    values = flag_values(argv)
     if os.environ.get("LOCAL_RANK") or not ({"num_processes", "accelerate_config"} & values.keys()):
         return None
     rest, skip = [], False
@@ -104,44 +73,6 @@ def launch_argv(kind: str, argv: Sequence[str]) -> list[str] | None:
 
     return [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(path),
             "--num_processes", str(nproc), "-m", "r1vision.cli", kind, *rest]  # fmt: skip
-
-
-# TRL's spelling of a field, and r1vision's; both are fields, so a recipe may set one and the command line the other.
-_SPELLINGS = (("model_name_or_path", "model"), ("dataset_name", "dataset"))
-
-
-def _command_line_spelling_wins(argv: list[str]) -> list[str]:
-    """A field given on the command line in one spelling (``--dataset_name``) is given in the other too, so
-    it overrides a recipe that sets the other one (``dataset:``) as a command line overrides a recipe,
-    instead of being refused as two different values of one thing. Both spellings on the command line
-    are left as they are (different values are still refused)."""
-    from r1vision.commands._precheck import _flag_values
-
-    values = _flag_values(argv)
-    extra: list[str] = []
-    for trl_name, own in _SPELLINGS:
-        given = [name for name in (trl_name, own) if values.get(name)]
-        if len(given) == 1:
-            other = own if given[0] == trl_name else trl_name
-            extra += [f"--{other}", str(values[given[0]])]
-    return argv + extra
-
-
-def _join_report_to(argv: list[str]) -> list[str]:
-    """``--report_to tensorboard trackio`` as ``--report_to tensorboard,trackio`` (transformers' field takes
-    one string; the config splits it)."""
-    out: list[str] = []
-    i = 0
-    while i < len(argv):
-        out.append(argv[i])
-        if argv[i] in ("--report_to", "--report-to"):
-            values = []
-            while i + 1 < len(argv) and not argv[i + 1].startswith("--"):
-                values.append(argv[i + 1])
-                i += 1
-            out.append(",".join(values))
-        i += 1
-    return out
 
 
 def train(kind: str, argv: Sequence[str]) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,10 @@ from r1vision.vision.budget import resolve_budget
 from r1vision.vision.family import model_family_of
 
 logger = logging.getLogger(__name__)
+
+
+# TRL's spelling of a field, and r1vision's; both are fields, so a recipe may set one and the command line the other.
+SPELLINGS = (("model_name_or_path", "model"), ("dataset_name", "dataset"))
 
 
 @dataclass
@@ -74,7 +79,7 @@ class ScriptArguments:
     def __post_init__(self) -> None:
         from r1vision.trainer.merge import resolve_model
 
-        for alias, name in (("model_name_or_path", "model"), ("dataset_name", "dataset")):
+        for alias, name in SPELLINGS:
             value = getattr(self, alias)
             if value and getattr(self, name) and value != getattr(self, name):
                 raise ValueError(f"--{alias} and --{name} name the same thing; give one")
@@ -87,6 +92,69 @@ class ScriptArguments:
         self.model = resolve_model(self.model)  # a LoRA run's output_dir trains on from its merged model
         if not self.dataset:
             raise ValueError("--dataset is required (a Hub id, a local folder or file)")
+
+
+def parse_train_argv(kind: str, argv: Sequence[str]) -> tuple[ScriptArguments, Any]:
+    """``(ScriptArguments, VisionSFTConfig | VisionGRPOConfig)`` from an ``sft``/``grpo`` command line as TRL's
+    scripts parse it (a YAML ``--config`` gives defaults, flags override it); the one parse of the run and
+    of its ``--dry-run``. Raises ``ValueError`` for a config's own refusal.
+
+    ``--task_options`` on the command line is merged into the recipe's ``task_options`` option by option
+    (TrlParser alone would replace the whole mapping: the ``r1sgg`` preset's weights would be lost).
+    """
+    from trl import TrlParser
+
+    from r1vision.configs import recipe_path, resolve_config_argv
+    from r1vision.tasks.options import merge_options
+    from r1vision.trainer.config import VisionGRPOConfig, VisionSFTConfig
+
+    argv = _command_line_spelling_wins(_join_report_to(resolve_config_argv(list(argv))))
+    config_cls = VisionGRPOConfig if kind == "grpo" else VisionSFTConfig
+    parser = TrlParser((ScriptArguments, config_cls), prog=f"r1vision {kind}")
+    script, config = parser.parse_args_and_config(argv)
+    recipe = recipe_path(argv)
+    if recipe and any(a == "--task_options" or a.startswith("--task_options=") for a in argv):
+        import yaml
+
+        with open(recipe) as f:
+            recipe_options = (yaml.safe_load(f) or {}).get("task_options")
+        script.task_options = merge_options(recipe_options, script.task_options)
+    script.recipe = recipe  # recorded in r1vision_run.json and the model card
+    return script, config
+
+
+def _command_line_spelling_wins(argv: list[str]) -> list[str]:
+    """A field given on the command line in one spelling (``--dataset_name``) is given in the other too, so
+    it overrides a recipe that sets the other one (``dataset:``) as a command line overrides a recipe,
+    instead of being refused as two different values of one thing. Both spellings on the command line
+    are left as they are (different values are still refused)."""
+    from r1vision.configs import flag_values
+
+    values = flag_values(argv)
+    extra: list[str] = []
+    for trl_name, own in SPELLINGS:
+        given = [name for name in (trl_name, own) if values.get(name)]
+        if len(given) == 1:
+            other = own if given[0] == trl_name else trl_name
+            extra += [f"--{other}", str(values[given[0]])]
+    return argv + extra
+
+
+def _join_report_to(argv: list[str]) -> list[str]:
+    """``--report_to tensorboard trackio`` as ``--report_to tensorboard,trackio`` (transformers' field takes
+    one string; the config splits it)."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        out.append(argv[i])
+        if argv[i] in ("--report_to", "--report-to"):
+            values = []
+            while i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+                values.append(argv[i + 1])
+                i += 1
+            out.append(",".join(values))
+        i += 1
+    return out
 
 
 @dataclass(frozen=True)
