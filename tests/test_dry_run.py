@@ -148,3 +148,12 @@ def test_trl_spellings_override_the_recipe_as_in_the_run():
     assert not result.problems, result.problems
     text = "\n".join(result.lines)
     assert "dataset my/data" in text and "Qwen/Qwen2-VL-2B-Instruct (family qwen2_vl" in text
+
+
+@pytest.mark.parametrize("flags", [["--use_cpu"], ["--use_cpu", "true"], ["--use-cpu=true"]])
+def test_use_cpu_in_any_spelling_targets_the_cpu(flags):
+    """A bare boolean flag at the end of the line (TRL reads it as true) took the dry run down with an
+    IndexError; each spelling now plans for the CPU (weights in fp32, no card to fit)."""
+    result = plan("grpo", ["--config", str(RECIPES / "color_smoke.yaml"), "--model", "qwen2-vl-2b", *flags])
+    assert not result.problems
+    assert "weights loaded fp32" in "\n".join(result.lines)

@@ -44,13 +44,21 @@ def resolve_config(name: str) -> Path:
 
 
 def resolve_config_argv(argv: Sequence[str]) -> list[str]:
-    """``argv`` with the value of ``--config`` (or ``--config=X``) resolved to an absolute path."""
-    out = list(argv)
-    for i, arg in enumerate(out):
-        if arg == "--config" and i + 1 < len(out):
-            out[i + 1] = str(resolve_config(out[i + 1]).resolve())
-        elif arg.startswith("--config="):
-            out[i] = "--config=" + str(resolve_config(arg.split("=", 1)[1]).resolve())
+    """``argv`` with the value of ``--config`` (or ``--config=X``) resolved to an absolute path, always as the
+    two words ``--config PATH``: TRL's parser only looks for that form and would otherwise ignore the recipe."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--config" and i + 1 < len(argv):
+            out += [arg, str(resolve_config(argv[i + 1]).resolve())]
+            i += 2
+            continue
+        if arg.startswith("--config="):
+            out += ["--config", str(resolve_config(arg.split("=", 1)[1]).resolve())]
+        else:
+            out.append(arg)
+        i += 1
     return out
 
 

@@ -55,14 +55,18 @@ def _pop_flag(argv: list[str], flag: str, cast: type, default: Any) -> Any:
 
 
 def _recipe_value(argv: Sequence[str], key: str) -> Any:
-    """A field's value from the command line, else from the ``--config`` YAML (None when unset)."""
-    flag = f"--{key}"
-    if flag in argv:
-        return argv[list(argv).index(flag) + 1]
-    if "--config" in argv:
+    """A field's value from the command line (a bare boolean flag is ``"true"``, as TRL's parser reads
+    it), else from the ``--config`` YAML (None when unset)."""
+    from r1vision.configs import flag_values, recipe_path
+
+    values = flag_values(argv)
+    if key in values:
+        return "true" if values[key] is None else values[key]
+    recipe = recipe_path(argv)
+    if recipe:
         import yaml
 
-        with open(argv[list(argv).index("--config") + 1]) as f:
+        with open(recipe) as f:
             return (yaml.safe_load(f) or {}).get(key)
     return None
 

@@ -7,6 +7,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+import yaml
 from trl import TrlParser
 
 from r1vision.runners.train import ScriptArguments
@@ -112,3 +113,19 @@ def test_accelerate_yamls_name_no_relative_json():
         cfg = yaml.safe_load((ROOT / "configs/accelerate" / name).read_text())
         assert "deepspeed_config_file" not in cfg["deepspeed_config"], name
         assert cfg["deepspeed_config"]["zero_stage"] in (2, 3)
+
+
+def test_config_equals_form_reads_the_recipe(tmp_path):
+    """``--config=NAME`` is the same as ``--config NAME``: TRL's parser looks only for the two-word form, so
+    without it the recipe was ignored (the run said "--task is required", or with --task trained on defaults)."""
+    from r1vision.runners.train import parse_train_argv
+
+    common = ["--model", "m", "--dataset", "d", "--output_dir", str(tmp_path)]
+    two_words, _ = parse_train_argv("grpo", ["--config", "color_smoke", *common])
+    equals, config = parse_train_argv("grpo", ["--config=color_smoke", *common])
+    assert equals.task == two_words.task == "color"
+    assert equals.recipe == two_words.recipe and Path(equals.recipe).is_absolute()
+    assert (
+        config.num_generations
+        == yaml.safe_load((ROOT / "configs/recipes/color_smoke.yaml").read_text())["num_generations"]
+    )
