@@ -70,13 +70,13 @@ def bench_step(model: str, repeats: int) -> tuple[float, float]:
 
     folder = tempfile.mkdtemp()
     synth_t2i(folder, 8, kind="brightness")
-    args = DiffusionGRPOConfig(output_dir=f"{folder}/out", num_generations=8, per_device_train_batch_size=2,
+    args = DiffusionGRPOConfig(output_dir=f"{folder}/out", num_generations=8, per_device_train_batch_size=16,
                                num_inference_steps=10, resolution=64, guidance_scale=4.5, beta=0.04, lora_r=8,
                                lora_alpha=16, use_cpu=True, save_strategy="no", disable_tqdm=True,
                                max_sequence_length=16, ema=False)  # fmt: skip
     reward = resolve_reward("prompt_brightness")
     trainer = DiffusionGRPOTrainer(model, [reward], args=args, train_dataset=load_prompts(folder))
-    rows = [trainer.train_dataset[i] for i in range(2)]
+    rows = [trainer.train_dataset[i] for i in range(2) for _ in range(8)]  # 2 prompts x 8 images
     optimizer = torch.optim.AdamW([p for p in trainer.model.parameters() if p.requires_grad], lr=1e-4)
 
     def ours():
@@ -86,7 +86,7 @@ def bench_step(model: str, repeats: int) -> tuple[float, float]:
     family, model_ = trainer.family, trainer.model
 
     def plain():  # Flow-GRPO's train_sd3.py shape: sample with log-probs, score, advantages, per-timestep loss
-        prompts = [r["prompt"] for r in rows for _ in range(8)]
+        prompts = [r["prompt"] for r in rows]
         embeds, neg, pooled, neg_pooled = family.pipe.encode_prompt(prompts, None, None, do_classifier_free_guidance=True,
                                                                     max_sequence_length=16)  # fmt: skip
         sigmas = family.sigmas(10)

@@ -111,10 +111,10 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
     folder = Path(tempfile.mkdtemp())
     synth_t2i(folder, 4, kind="brightness")
     args = DiffusionGRPOConfig(
-        output_dir=str(folder / "out"), num_generations=a.images, per_device_train_batch_size=1,
+        output_dir=str(folder / "out"), num_generations=a.images, per_device_train_batch_size=a.images,
         num_inference_steps=a.steps, timestep_fraction=a.trained / a.steps, resolution=a.resolution,
         guidance_scale=4.5, beta=0.04, lora_r=32, lora_alpha=64, bf16=gpu, use_cpu=not gpu,
-        gradient_checkpointing=True, save_strategy="no", disable_tqdm=True, report_to=[], ema=True,
+        gradient_checkpointing=a.checkpointing, save_strategy="no", disable_tqdm=True, report_to=[], ema=True,
         max_sequence_length=a.max_sequence_length, drop_zero_advantage=False,
     )  # fmt: skip
     original = trainer_module.load_family
@@ -125,7 +125,7 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
     finally:
         trainer_module.load_family = original
     trainer.create_optimizer_and_scheduler(num_training_steps=10)
-    row = [trainer.train_dataset[0]]
+    row = [trainer.train_dataset[0]] * a.images  # one group: a.images images of one prompt
     times, peaks = [], []
     for i in range(a.repeats + 1):
         if gpu:
@@ -142,13 +142,14 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
                 peaks.append(torch.cuda.max_memory_allocated())
     setup = T2ISetup(resolution=a.resolution, batch=a.images, rollout_images=a.images, steps=a.steps,
                      guidance=True, lora_r=32, lora_targets=tuple(SD3_LORA_TARGETS), denoiser_dtype="float32",
-                     bf16=gpu, gradient_checkpointing=True, ema=True)  # fmt: skip
+                     bf16=gpu, gradient_checkpointing=a.checkpointing, ema=True)  # fmt: skip
     estimate = t2i_memory_report("sd3.5-medium", setup)
     metrics = trainer._metrics
     return {
         "device": torch.cuda.get_device_name() if gpu else "cpu (smoke: tiny pipeline)",
         "torch": torch.__version__,
         "images": a.images,
+        "checkpointing": a.checkpointing,
         "steps": a.steps,
         "trained": a.trained,
         "resolution": a.resolution,
@@ -172,6 +173,12 @@ def main() -> None:
     p.add_argument("--resolution", type=int, default=512)
     p.add_argument("--max-sequence-length", type=int, default=128)
     p.add_argument("--repeats", type=int, default=2)
+    p.add_argument(
+        "--no-checkpointing",
+        dest="checkpointing",
+        action="store_false",
+        help="train without gradient checkpointing (Flow-GRPO's 80 GB setting)",
+    )
     p.add_argument("--cpu-smoke", action="store_true", help="tiny pipeline on the CPU (checks the code path)")
     p.add_argument("--json", default=None)
     a = p.parse_args()

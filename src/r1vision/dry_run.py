@@ -46,12 +46,21 @@ class DryRun:
 
 
 def _pop_flag(argv: list[str], flag: str, cast: type, default: Any) -> Any:
-    if flag not in argv:
-        return default
-    i = argv.index(flag)
-    value = cast(argv[i + 1])
-    del argv[i : i + 2]
-    return value
+    """Remove a dry-run-only ``flag`` from ``argv`` and return its value, in any spelling (``--card_gb 40``,
+    ``--card-gb 40``, ``--card-gb=40``)."""
+    bare = flag[2:].replace("-", "_")
+    names = {f"--{bare}", f"--{bare.replace('_', '-')}"}
+    for i, arg in enumerate(argv):
+        name, eq, value = arg.partition("=")
+        if name in names:
+            if not eq:
+                value = argv[i + 1] if i + 1 < len(argv) else ""
+            del argv[i : i + (1 if eq else 2)]
+            try:
+                return cast(value)
+            except ValueError:
+                raise ValueError(f"{name} {value!r}: expected {cast.__name__}") from None
+    return default
 
 
 def _recipe_value(argv: Sequence[str], key: str) -> Any:

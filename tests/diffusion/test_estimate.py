@@ -100,8 +100,13 @@ def test_cli_estimate_and_dry_run(tmp_path, capsys):
             "--output_dir", str(tmp_path / "run"), "--dry-run"]  # fmt: skip
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "4 prompts x 8 images = 32 images" in out and "dry run: OK" in out and "fits:" in out
+    assert "8 images per micro-step, 64 sampled per generation" in out and "fits:" in out
+    assert "OK: nothing refuses this run" in out
     assert not (tmp_path / "run").exists()  # nothing written
+    # a plan that does not fit the card named (or any card listed) is refused, exit 2
+    assert main([*argv, "--card_gb", "24"]) == 2
+    out = capsys.readouterr().out
+    assert "REFUSED" in out and "does not fit a 24 GB card" in out
     (prompts / "train.txt").write_text('a sign that says "OPEN"\na plain red square\n')
     assert main(argv) == 2
     assert "train.txt:2: prompt 'a plain red square'" in capsys.readouterr().err

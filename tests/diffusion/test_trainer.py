@@ -15,7 +15,7 @@ from r1vision.diffusion.rewards import resolve_reward
 
 
 def _args(out, **kw):
-    base = dict(output_dir=str(out), num_generations=4, per_device_train_batch_size=2, num_inference_steps=4,
+    base = dict(output_dir=str(out), num_generations=4, per_device_train_batch_size=8, num_inference_steps=4,
                 eval_num_inference_steps=4, resolution=16, guidance_scale=1.0, max_steps=2, learning_rate=1e-2,
                 lora_r=4, lora_alpha=8, beta=0.0, use_cpu=True, save_strategy="no", disable_tqdm=True,
                 ema_update_interval=1, eval_num_images=2, seed=0)  # fmt: skip
@@ -67,7 +67,7 @@ def test_ema_swap_restores_the_raw_weights_on_cpu():
     ema = EMA([p], decay=0.5, update_interval=1)
     with torch.no_grad():
         p.fill_(1.0)
-    ema.step()  # warm-up decay min((1 + 0) / 10, 0.5) = 0.1: shadow = 0.1 * 0 + 0.9 * 1
+    ema.step(0)  # warm-up decay min((1 + 0) / 10, 0.5) = 0.1: shadow = 0.1 * 0 + 0.9 * 1
     assert torch.allclose(ema.shadow[0], torch.full((3,), 0.9))
     with ema.swapped():
         assert torch.allclose(p, torch.full((3,), 0.9))
@@ -142,6 +142,7 @@ def test_ocr_prompts_without_a_quoted_target_are_refused_by_line(tmp_path):
 def test_the_tiny_pixel_model_learns_the_prompt_conditioned_brightness(tiny_sd3, prompts, tmp_path):
     """The learning proof at test size: eval reward (bright prompts bright, dark prompts dark) rises."""
     trainer = _trainer(tiny_sd3(pixel_space=True), prompts, tmp_path, max_steps=100, num_generations=8,
+                       per_device_train_batch_size=16,
                        ema_update_interval=2, lora_r=8, lora_alpha=16, seed=42, eval_num_inference_steps=8)  # fmt: skip
     before = trainer.evaluate()["eval_reward"]
     trainer.train()
@@ -186,9 +187,21 @@ def test_rewards_of_one_rollout_batch_run_while_the_next_is_sampled(tiny_sd3, pr
     assert float(row["reward_busy_s"]) >= 0.4 > float(row["reward_s"])  # only the last batch's wait is paid
 
 
-def test_rollout_batch_size_must_keep_groups_whole_with_same_latent(tmp_path):
-    with pytest.raises(ValueError, match="rollout_batch_size=6 is not a multiple of num_generations=4"):
-        _args(tmp_path, same_latent=True, rollout_batch_size=6)
+def test_same_latent_starts_each_group_from_one_noise_whatever_the_rollout_batches(
+    tiny_sd3, prompts, tmp_path
+):
+    """Flow-GRPO's same_latent: one initial noise per prompt, drawn from the seed, the generation and the
+    prompt (not the process), so a group spread over rollout batches and processes still shares it."""
+    trainer = _trainer(tiny_sd3(pixel_space=True), prompts, tmp_path, same_latent=True, rollout_batch_size=3)
+    rows = [{"prompt": p} for p in ["a bright photo", "a dark photo"] for _ in range(4)]
+    gen = trainer._generate(trainer.model, rows, index=0)
+    start = gen.roll.latents[:, 0]
+    assert all(torch.equal(start[0], start[i]) for i in range(1, 4))
+    assert all(torch.equal(start[4], start[i]) for i in range(5, 8))
+    assert not torch.equal(start[0], start[4])
+    again = trainer._generate(trainer.model, list(reversed(rows)), index=0)  # another order, same noise
+    assert torch.equal(again.roll.latents[0, 0], start[4])
+    assert not torch.equal(trainer._generate(trainer.model, rows, index=1).roll.latents[0, 0], start[0])
 
 
 def test_the_adapter_init_follows_the_seed_not_the_process(tiny_sd3, prompts, tmp_path):

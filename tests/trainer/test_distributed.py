@@ -9,46 +9,22 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from r1vision.trainer.distributed import LAYOUT_FILE, launch_command
+from tests.helpers.launch import launch_env, run_launched
 from tests.helpers.paths import ROOT
 
 DS_DIR = ROOT / "configs" / "deepspeed"
 ACC_DIR = ROOT / "configs" / "accelerate"
 DS_FILES = sorted(DS_DIR.glob("*.json"))
-TIMEOUT_S = 1800  # a hang guard only: >= 5x a loaded run (a first ZeRO run also compiles a CPU op)
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        OMP_NUM_THREADS="1",  # two ranks on two cores: more threads only oversubscribe
-        HF_HUB_OFFLINE="1",
-        HF_DATASETS_OFFLINE="1",
-        TOKENIZERS_PARALLELISM="false",
-        WANDB_DISABLED="true",
-    )
-    return env
-
-
-def _run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    try:
-        proc = subprocess.run(cmd, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired as exc:
-        out = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        err = (exc.stderr or b"").decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
-        pytest.fail(f"timed out after {TIMEOUT_S}s: {' '.join(cmd)}\n{out[-6000:]}\n{err[-6000:]}")
-    if proc.returncode != 0:
-        pytest.fail(
-            f"exit {proc.returncode}: {' '.join(cmd)}\n--- stdout\n{proc.stdout[-6000:]}\n"
-            f"--- stderr\n{proc.stderr[-8000:]}"
-        )
-    return proc
+def _run(cmd: list[str], cwd: Path):
+    return run_launched(cmd, cwd)
 
 
 @pytest.fixture(scope="module")
@@ -182,11 +158,11 @@ def test_finish_process_exits_a_launched_worker_without_finalisation(tmp_path):
         "code = finish_process(3)\n"
         "print('returned', code, flush=True)\n"
     )
-    launched = subprocess.run([sys.executable, "-c", script], env={**_env(), "TORCHELASTIC_RUN_ID": "t"},
+    launched = subprocess.run([sys.executable, "-c", script], env={**launch_env(), "TORCHELASTIC_RUN_ID": "t"},
                               capture_output=True, text=True, timeout=600)  # fmt: skip
     assert launched.returncode == 3 and "exit handler ran" in launched.stdout
     assert "returned" not in launched.stdout
-    env = {k: v for k, v in _env().items() if k not in ("TORCHELASTIC_RUN_ID", "LOCAL_WORLD_SIZE")}
+    env = {k: v for k, v in launch_env().items() if k not in ("TORCHELASTIC_RUN_ID", "LOCAL_WORLD_SIZE")}
     plain = subprocess.run(
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600
     )

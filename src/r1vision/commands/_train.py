@@ -1,10 +1,13 @@
-"""What ``r1vision sft`` and ``r1vision grpo`` share: TRL's parser (a YAML ``--config`` gives defaults,
-flags override it), task options merged from the recipe and the command line, and ``--dry-run``."""
+"""The one skeleton of the training commands, ``r1vision sft | grpo | t2i-grpo``, driven by :data:`KINDS`:
+help, the pre-check (before any heavy import), the launch in N processes (``--num_processes`` /
+``--accelerate_config``), ``--dry-run``, TRL's parser (a YAML ``--config`` gives defaults, flags override
+it), the resume and used-output-folder rules, the run, and the end of a launched worker."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from r1vision.commands._args import UsageError
@@ -13,13 +16,106 @@ from r1vision.commands._args import UsageError
 _LAYOUT_NAMES = {"ddp": "ddp", "multi_gpu": "ddp", "zero2": "zero2", "zero3": "zero3"}
 
 
-def parse(kind: str, argv: Sequence[str]) -> tuple[Any, Any]:
-    """:func:`r1vision.runners.train.parse_train_argv`, a config's own refusal as one line (exit 2)."""
-    from r1vision.runners.train import parse_train_argv
+def _parse_vlm(kind: str) -> Callable[[Sequence[str]], tuple[Any, Any]]:
+    def parse(argv: Sequence[str]) -> tuple[Any, Any]:
+        from r1vision.runners.train import parse_train_argv
 
-    try:
         return parse_train_argv(kind, argv)
-    except ValueError as exc:  # a config's own check (TRL's or ours)
+
+    return parse
+
+
+def _run_vlm(kind: str) -> Callable[[Any, Any], str]:
+    def run(script: Any, config: Any) -> str:
+        from r1vision.runners.train import run_grpo, run_sft
+
+        return run_grpo(script, config) if kind == "grpo" else run_sft(script, config)
+
+    return run
+
+
+def _dry_vlm(kind: str) -> Callable[[Sequence[str]], int]:
+    def dry(argv: Sequence[str]) -> int:
+        from r1vision.dry_run import main as dry_run
+
+        return dry_run(kind, argv)
+
+    return dry
+
+
+def _parse_t2i(argv: Sequence[str]) -> tuple[Any, Any]:
+    from r1vision.runners.t2i import parse_t2i_argv
+
+    return parse_t2i_argv(list(argv))
+
+
+def _run_t2i(script: Any, config: Any) -> str:
+    from r1vision.runners.t2i import run_t2i_grpo
+
+    return run_t2i_grpo(script, config)
+
+
+def _dry_t2i(argv: Sequence[str]) -> int:
+    """Everything checked as training would, plus the memory estimate; no weights loaded. Exit 2 when a
+    check refuses it or the plan fits no card (``--card_gb G``: that card)."""
+    import torch
+
+    from r1vision.dry_run import _pop_flag
+    from r1vision.runners.t2i import dry_run
+    from r1vision.tasks.loading import DatasetLoadError, DatasetValidationError
+    from r1vision.trainer.checkpoint import OutputDirInUseError
+
+    argv = [a for a in argv if a != "--dry-run"]
+    card_gb = _pop_flag(argv, "--card_gb", float, None)
+    if not torch.cuda.is_available():  # judged for the GPU the run targets: bf16 is refused on a CPU
+        argv += ["--use_cpu", "true"]
+    script, config = parse("t2i-grpo", argv)
+    try:
+        report, problems = dry_run(script, config, card_gb)
+    except (
+        OutputDirInUseError,
+        DatasetLoadError,
+        DatasetValidationError,
+        ValueError,
+        FileNotFoundError,
+    ) as exc:
+        print(f"r1vision t2i-grpo: error: {exc}", file=sys.stderr)
+        return 2
+    print(report)
+    if problems:
+        print("\nREFUSED: this run cannot work as configured:")
+        print("\n".join(f"  - {p}" for p in problems))
+        return 2
+    print("\nOK: nothing refuses this run (no GPU was touched)")
+    return 0
+
+
+@dataclass(frozen=True)
+class TrainKind:
+    """One training command: its flag set (``train_flags.json``), parser, runner and dry run."""
+
+    command: str
+    flags: str
+    parse: Callable[[Sequence[str]], tuple[Any, Any]]
+    run: Callable[[Any, Any], str]
+    dry_run: Callable[[Sequence[str]], int]
+    saved: str  # printed after the run, with {out}
+    refused_layouts: tuple[str, ...] = ()  # shipped --accelerate_config names this trainer cannot run
+
+
+KINDS: dict[str, TrainKind] = {
+    "sft": TrainKind("sft", "sft", _parse_vlm("sft"), _run_vlm("sft"), _dry_vlm("sft"), "saved to {out}"),
+    "grpo": TrainKind("grpo", "grpo", _parse_vlm("grpo"), _run_vlm("grpo"), _dry_vlm("grpo"), "saved to {out}"),
+    "t2i-grpo": TrainKind("t2i-grpo", "t2i", _parse_t2i, _run_t2i, _dry_t2i,
+                          "saved to {out} (LoRA for diffusers: {out}/lora, EMA: {out}/lora_ema)", ("zero3",)),
+}  # fmt: skip
+
+
+def parse(command: str, argv: Sequence[str]) -> tuple[Any, Any]:
+    """The kind's parse, a config's own refusal (TRL's or ours) as one line (exit 2)."""
+    try:
+        return KINDS[command].parse(argv)
+    except ValueError as exc:
         raise UsageError(str(exc).strip().splitlines()[0]) from None
 
 
@@ -35,6 +131,8 @@ def launch_argv(kind: str, argv: Sequence[str]) -> list[str] | None:
     values = flag_values(argv)
     if os.environ.get("LOCAL_RANK") or not ({"num_processes", "accelerate_config"} & values.keys()):
         return None
+    if values.get("num_processes") == "1" and not values.get("accelerate_config"):
+        return None  # one process: run here (accelerate refuses --multi_gpu with one)
     rest, skip = [], False
     for arg in argv:  # the launcher's own flags are not the training command's
         name = arg[2:].split("=", 1)[0].replace("-", "_") if arg.startswith("--") else ""
@@ -75,31 +173,36 @@ def launch_argv(kind: str, argv: Sequence[str]) -> list[str] | None:
             "--num_processes", str(nproc), "-m", "r1vision.cli", kind, *rest]  # fmt: skip
 
 
-def train(kind: str, argv: Sequence[str]) -> int:
-    """Parse, train, save; a refusal (an output folder that holds a run) is one line and exit code 2."""
+def train(command: str, argv: Sequence[str]) -> int:
+    """Parse, train, save; a refusal (an output folder that holds a run, no checkpoint to resume, bad data)
+    is one line and exit code 2."""
     from r1vision.commands._precheck import check_train_argv, help_text
 
+    kind = KINDS[command]
     if "-h" in argv or "--help" in argv:  # r1vision's options first, grouped; no TRL import
         from importlib import import_module
 
-        print(help_text(kind, import_module(f"r1vision.commands.{kind}").USAGE))
+        module = import_module(f"r1vision.commands.{command.replace('-', '_')}")
+        print(help_text(kind.flags, module.USAGE))
         return 0
     if "--help-all" in argv:  # TRL's parser: every field with its help
-        argv = ["--help" if a == "--help-all" else a for a in argv]
-        parse(kind, argv)
+        parse(command, ["--help" if a == "--help-all" else a for a in argv])
         return 0
-    check_train_argv(kind, argv)  # flags, recipe, task, local paths, ranges: before TRL is imported
-    launched = launch_argv(kind, argv)
+    check_train_argv(kind.flags, argv)  # flags, recipe, task, local paths, ranges: before TRL is imported
+    from r1vision.configs import flag_values
+
+    layout = flag_values(argv).get("accelerate_config")
+    if layout in kind.refused_layouts:
+        raise UsageError(f"--accelerate_config {layout}: not supported by {command} yet; use ddp or zero2")
+    launched = launch_argv(command, argv)
     if launched is not None:
         import subprocess
 
-        print(f"r1vision {kind}: launching {' '.join(launched)}", file=sys.stderr)
+        print(f"r1vision {command}: launching {' '.join(launched)}", file=sys.stderr)
         return subprocess.call(launched)
-    if "--dry-run" in argv:  # resolve and check everything, touch no GPU (r1vision.dry_run)
-        from r1vision.dry_run import main as dry_run
-
-        return dry_run(kind, argv)
-    script, config = parse(kind, argv)
+    if "--dry-run" in argv:  # resolve and check everything, touch no GPU
+        return kind.dry_run(argv)
+    script, config = parse(command, argv)
     from r1vision.trainer.checkpoint import (
         NoCheckpointError,
         OutputDirInUseError,
@@ -111,19 +214,14 @@ def train(kind: str, argv: Sequence[str]) -> int:
         if config.resume_from_checkpoint is True:  # "last": chosen now, before the model loads
             config.resume_from_checkpoint = resolve_last_checkpoint(config.output_dir)
             if config.process_index == 0:
-                print(f"r1vision {kind}: resuming from {config.resume_from_checkpoint}", file=sys.stderr)
+                print(f"r1vision {command}: resuming from {config.resume_from_checkpoint}", file=sys.stderr)
         check_output_dir(config)  # before the model loads (train() checks again, for the Python API)
-        from r1vision.runners.train import run_grpo, run_sft
-
-        out = run_grpo(script, config) if kind == "grpo" else run_sft(script, config)
-    except (
-        OutputDirInUseError,
-        NoCheckpointError,
-    ) as exc:  # a refusal, not a crash: the message says what to pass
-        print(f"r1vision {kind}: error: {exc}", file=sys.stderr)
+        out = kind.run(script, config)
+    except (OutputDirInUseError, NoCheckpointError) as exc:  # a refusal, not a crash: it says what to pass
+        print(f"r1vision {command}: error: {exc}", file=sys.stderr)
         return 2
     if config.process_index == 0:
-        print(f"saved to {out}")
+        print(kind.saved.format(out=out))
     from r1vision.trainer.distributed import finish_process  # a launched worker exits here (no abort)
 
     return finish_process(0)

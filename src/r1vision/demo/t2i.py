@@ -43,7 +43,7 @@ def run_seed(seed: int, out: Path, steps: int, quiet: bool) -> dict[str, Any]:
     model = make_tiny_sd3(out / "model", pixel_space=True, seed=seed)
     _prompts(out / "prompts")
     args = DiffusionGRPOConfig(
-        output_dir=str(out / "run"), num_generations=8, per_device_train_batch_size=2, num_inference_steps=4,
+        output_dir=str(out / "run"), num_generations=8, per_device_train_batch_size=16, num_inference_steps=4,
         eval_num_inference_steps=8, resolution=16, guidance_scale=1.0, beta=0.0, learning_rate=1e-2, lora_r=8,
         lora_alpha=16, ema_update_interval=2, max_steps=steps, save_strategy="no", use_cpu=True, seed=seed,
         eval_num_images=8, disable_tqdm=quiet, logging_steps=10,

@@ -1,8 +1,12 @@
 """Exponential moving average of the trained (LoRA) weights, swapped in for evaluation and export.
 
-Flow-GRPO's EMA (decay warm-up ``min((1 + n) / (10 + n), decay)``) with one fix: the raw weights are
-stored with ``.to("cpu", copy=True)`` before the EMA is copied in. Flow-GRPO's ``.cpu()`` returns the same
-tensor on a CPU, so there "restoring" the raw weights restored the EMA values instead.
+Flow-GRPO's schedule (``flow_grpo/ema.py`` as ``scripts/train_sd3.py`` calls it): :meth:`EMA.step` runs after
+every micro-batch with the number of optimizer steps taken so far, ``s``, and moves the average when
+``(s + 1) % update_interval == 0`` with decay ``min((1 + s) / (10 + s), decay)``. With gradient
+accumulation the average therefore moves once per micro-batch of every ``update_interval``-th update.
+
+One fix: the raw weights are stored with ``.to("cpu", copy=True)`` before the EMA is copied in. Flow-GRPO's
+``.cpu()`` returns the same tensor on a CPU, so there "restoring" the raw weights restored the EMA values.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import torch
 
 
 class EMA:
-    """EMA of ``params``, updated every ``update_interval`` calls of :meth:`step`."""
+    """EMA of the trainable ``params`` (see the module docstring for the schedule)."""
 
     def __init__(
         self, params: Iterable[torch.nn.Parameter], decay: float = 0.9, update_interval: int = 8
@@ -22,17 +26,16 @@ class EMA:
         self.params = [p for p in params if p.requires_grad]
         self.shadow = [p.detach().float().clone() for p in self.params]
         self.decay, self.update_interval = decay, max(1, update_interval)
-        self.calls = self.updates = 0
+        self.updates = 0
 
     @torch.no_grad()
-    def step(self) -> bool:
-        """Count one optimizer step; on every ``update_interval``-th, move the average. Returns whether it did."""
-        self.calls += 1
-        if self.calls % self.update_interval:
+    def step(self, optimization_step: int) -> bool:
+        """After a micro-batch, with ``optimization_step`` optimizer steps taken; returns whether it moved."""
+        if (optimization_step + 1) % self.update_interval:
             return False
-        decay = min((1 + self.updates) / (10 + self.updates), self.decay)
+        decay = min((1 + optimization_step) / (10 + optimization_step), self.decay)
         for shadow, p in zip(self.shadow, self.params, strict=True):
-            shadow.mul_(decay).add_(p.detach().float(), alpha=1 - decay)
+            shadow.add_(p.detach().float().to(shadow.device) - shadow, alpha=1 - decay)
         self.updates += 1
         return True
 
@@ -51,11 +54,11 @@ class EMA:
                     p.copy_(saved.to(p.device))
 
     def state_dict(self) -> dict:
-        return {"shadow": [s.cpu() for s in self.shadow], "calls": self.calls, "updates": self.updates,
-                "decay": self.decay, "update_interval": self.update_interval}  # fmt: skip
+        return {"shadow": [s.cpu() for s in self.shadow], "updates": self.updates, "decay": self.decay,
+                "update_interval": self.update_interval}  # fmt: skip
 
     def load_state_dict(self, state: dict) -> None:
         if len(state["shadow"]) != len(self.shadow):
             raise ValueError(f"EMA state has {len(state['shadow'])} tensors, the model {len(self.shadow)}")
         self.shadow = [s.float().clone() for s in state["shadow"]]
-        self.calls, self.updates = int(state["calls"]), int(state["updates"])
+        self.updates = int(state.get("updates", 0))

@@ -63,19 +63,20 @@ def rollout(
     kind: str = "flow_grpo",
     window: list[int] | None = None,
     generator: torch.Generator,
-    group_size: int | None = None,
+    noise: torch.Tensor | None = None,
 ) -> Rollout:
-    """Sample ``len(cond.embeds)`` images; ``group_size``: rows of one group start from the same noise
-    (Flow-GRPO's ``same_latent``); ``window``: the SDE transitions (default all; ``noise_level`` 0 = ODE)."""
+    """Sample ``len(cond.embeds)`` images; ``noise``: the initial latents (default drawn from ``generator``;
+    the trainer passes one noise per prompt for Flow-GRPO's ``same_latent``); ``window``: the SDE transitions
+    (default all; ``noise_level`` 0 = ODE)."""
     batch = cond.embeds.shape[0]
     side = family.latent_size(resolution)
     device = family.device
     shape = (batch, family.channels, side, side)
-    if group_size:
-        first = torch.randn((batch // group_size, *shape[1:]), generator=generator, dtype=torch.float32)
-        x = first.repeat_interleave(group_size, dim=0).to(device)
-    else:
-        x = torch.randn(shape, generator=generator, dtype=torch.float32).to(device)
+    if noise is None:
+        noise = torch.randn(shape, generator=generator, dtype=torch.float32)
+    elif tuple(noise.shape) != shape:
+        raise ValueError(f"initial noise of shape {tuple(noise.shape)} for latents of shape {shape}")
+    x = noise.float().to(device)
     sigmas = family.sigmas(steps)
     sde = set(range(steps) if window is None else window)
     latents, log_probs = [x], []
@@ -110,3 +111,46 @@ def replay(
     v = family.velocity(transformer, x.to(family.device), float(sigmas[index]), cond, guidance_scale)
     return sde_step(v, x.to(family.device), sigmas[index], sigmas[index + 1], sigma_max=float(sigmas[1]),
                     noise_level=noise_level, kind=kind, prev=prev.to(family.device))  # fmt: skip
+
+
+def encode_rows(family: Any, prompts: list[str], guidance: bool) -> Conditioning:
+    """Conditioning of every row, each distinct prompt encoded once (a group shares its prompt)."""
+    distinct = list(dict.fromkeys(prompts))
+    where = {p: i for i, p in enumerate(distinct)}
+    return family.encode(distinct, guidance=guidance).select(torch.tensor([where[p] for p in prompts]))
+
+
+@torch.no_grad()
+def sample_ode(
+    family: Any,
+    transformer: Any,
+    prompts: list[str],
+    *,
+    steps: int,
+    resolution: int,
+    guidance_scale: float,
+    seed: int,
+    first_index: int = 0,
+    batch_size: int = 8,
+    progress: Any = None,
+) -> torch.Tensor:
+    """Deterministic images (ODE) for ``prompts``, ``batch_size`` at a time: image ``i`` starts from the noise
+    of seed ``seed + first_index + i`` whatever the batch or process it falls in (the training evaluation,
+    ``t2i-sample`` and ``t2i-eval`` give the same image for the same prompt and index). ``progress``: a
+    callable told the number of images done after each batch."""
+    side = family.latent_size(resolution)
+    shape = (family.channels, side, side)
+    out = []
+    for low in range(0, len(prompts), max(1, batch_size)):
+        batch = prompts[low : low + max(1, batch_size)]
+        noise = torch.stack(
+            [torch.randn(shape, generator=torch.Generator().manual_seed(seed + first_index + low + i))
+             for i in range(len(batch))]
+        )  # fmt: skip
+        roll = rollout(family, transformer, encode_rows(family, batch, guidance_scale > 1.0), steps=steps,
+                       resolution=resolution, guidance_scale=guidance_scale, noise_level=0.0, kind="ode",
+                       generator=torch.Generator(), noise=noise)  # fmt: skip
+        out.append(roll.images.cpu())
+        if progress is not None:
+            progress(len(batch))
+    return torch.cat(out) if out else torch.empty(0, 3, resolution, resolution)

@@ -31,12 +31,17 @@ KINDS = ("flow_grpo", "cps", "ode")
 
 @dataclass
 class Step:
-    """The result of one step: the next sample, its log-density per sample, the mean and the std used."""
+    """The result of one step: the next sample, its log-density per sample, the mean and the std used.
+
+    ``std_dev_t`` is what Flow-GRPO's step returns and its KL divides by: ``noise_level * sqrt(sigma / (1 -
+    sigma))`` for ``flow_grpo`` (the transition's std without its ``sqrt(|dt|)``), the transition's std for
+    ``cps``."""
 
     sample: torch.Tensor
     log_prob: torch.Tensor  # (batch,)
     mean: torch.Tensor
     std: torch.Tensor  # scalar tensor: the step's standard deviation (0 for "ode")
+    std_dev_t: torch.Tensor | None = None
 
 
 def sde_step(
@@ -71,10 +76,12 @@ def sde_step(
         std_t = torch.sqrt(sigma / denominator) * noise_level
         mean = x * (1 + std_t**2 / (2 * sigma) * dt) + v * (1 + std_t**2 * (1 - sigma) / (2 * sigma)) * dt
         std = std_t * torch.sqrt(-dt)
+        std_dev_t = std_t
     else:  # cps
         std = sigma_next * math.sin(noise_level * math.pi / 2)
         x0, eps_hat = x - sigma * v, x + (1 - sigma) * v
         mean = (1 - sigma_next) * x0 + torch.sqrt(torch.clamp(sigma_next**2 - std**2, min=0.0)) * eps_hat
+        std_dev_t = torch.as_tensor(std, dtype=torch.float32, device=x.device)
     if prev is None:
         # drawn where the generator lives (a CPU generator keeps GPU runs reproducible), then moved
         where = generator.device if generator is not None else x.device
@@ -83,7 +90,7 @@ def sde_step(
     else:
         sample = prev.float()
     log_prob = gaussian_log_prob(sample.detach(), mean, std)
-    return Step(sample, log_prob, mean, std)
+    return Step(sample, log_prob, mean, torch.as_tensor(std, device=x.device), std_dev_t)
 
 
 def gaussian_log_prob(sample: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
@@ -94,7 +101,9 @@ def gaussian_log_prob(sample: torch.Tensor, mean: torch.Tensor, std: torch.Tenso
 
 
 def latent_kl(mean: torch.Tensor, ref_mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
-    """KL between two Gaussian steps with the same std, per sample: mean((mu - mu_ref)^2) / (2 std^2)."""
+    """``mean((mu - mu_ref)^2) / (2 std^2)`` per sample: the KL between two Gaussian steps of std ``std``
+    (the transition's std), or Flow-GRPO's KL term with ``std = Step.std_dev_t`` (its scripts divide by the
+    step's ``std_dev_t``, i.e. ``|dt|`` times the Gaussian KL for ``flow_grpo`` steps)."""
     std = torch.clamp(std, min=1e-12)
     diff = (mean.float() - ref_mean.float()) ** 2
     return diff.mean(dim=tuple(range(1, diff.ndim))) / (2 * std**2)

@@ -1,30 +1,43 @@
 """``DiffusionGRPOTrainer``: Flow-GRPO for flow-matching text-to-image models, as a ``transformers.Trainer``.
 
 TRL has no diffusion trainer any more (DDPO/AlignProp were removed), so this one follows TRL's conventions
-instead: a config dataclass with TRL's names, reward callables with weights, ``metrics.csv`` and r1vision's
-callbacks, and everything ``Trainer`` gives (optimizer, scheduler, gradient accumulation and clipping,
-accelerate/DeepSpeed, checkpoints that resume exactly, ``report_to``).
+instead: a config dataclass with TRL's names, reward callables with weights, TRL's generation batch
+(``per_device_train_batch_size`` images per process and micro-step, one rollout every
+``steps_per_generation`` micro-steps), ``metrics.csv`` and r1vision's callbacks, and everything ``Trainer``
+gives (optimizer, scheduler, gradient accumulation and clipping, accelerate/DeepSpeed, checkpoints that
+resume exactly, ``report_to``).
 
-One training step (``training_step``): sample ``num_generations`` images per prompt with the SDE policy
-(recording every transition and its log-density), score them (the rewards run concurrently), compute
-group-relative advantages, then for each trained transition replay it under the current weights and
-back-propagate Flow-GRPO's loss: ``max(-A r, -A clip(r, 1 +- epsilon))`` plus ``beta`` times the KL to the same
-model with its LoRA adapter switched off. ``evaluate()`` samples the evaluation prompts deterministically
-(ODE, ``eval_num_inference_steps``, fixed seeds) with the EMA weights, writes ``eval_metrics.csv``, a
-contact sheet and keeps the best adapter.
+One generation (Flow-GRPO's epoch): every process samples its share of the generation batch with the SDE
+policy (recording every transition and its log-density), scores it (the rewards run concurrently with the
+next sampling batch), and the rewards of all processes are gathered so that group-relative advantages are
+Flow-GRPO's per-prompt statistics over the whole step (a group may span processes). The samples are
+shuffled and split over the ``steps_per_generation`` micro-steps; with ``steps_per_generation = 2 x
+gradient_accumulation_steps`` (Flow-GRPO's recipes) the second update trains on samples drawn before the
+first one, so PPO's clip acts. Each micro-step replays its samples' trained transitions under the current
+weights and back-propagates ``max(-A r, -A clip(r, 1 +- epsilon))`` plus ``beta`` times Flow-GRPO's KL to the
+model with its LoRA adapter switched off.
+
+Several processes: every process runs the same forwards and backwards whatever its rewards (a process whose
+samples all have zero advantage replays one sample with weight 0), the transitions of one micro-step are
+accumulated locally and reduced once, and under DeepSpeed one trainer step is one engine step.
+``evaluate()`` shards the evaluation prompts over the processes, samples them deterministically (ODE,
+``eval_num_inference_steps``, a fixed seed per prompt) with the EMA weights and gathers the scores.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import logging
 import math
 import os
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,16 +48,56 @@ from r1vision.diffusion.advantages import group_advantages
 from r1vision.diffusion.config import DiffusionGRPOConfig
 from r1vision.diffusion.ema import EMA
 from r1vision.diffusion.families import Conditioning, load_family, to_pil
-from r1vision.diffusion.rollout import Rollout, replay, rollout, sde_window
+from r1vision.diffusion.rollout import Rollout, encode_rows, replay, rollout, sample_ode, sde_window
+from r1vision.diffusion.sampler import GroupRepeatSampler, seeded
 from r1vision.diffusion.sde import latent_kl
 
 logger = logging.getLogger(__name__)
 EMA_FILE = "ema.pt"
+BUFFER_FILE = "rollout_buffer_rank{rank}.pt"  # a checkpoint taken between the updates of one generation
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+_PARTS = {"rollout": 1, "shuffle": 2}  # independent random streams of one generation
 
 
 def _name(func: Callable) -> str:
     return getattr(func, "__name__", type(func).__name__)
+
+
+def _prompt_key(prompt: str) -> int:
+    """A stable 64-bit key of a prompt (Python's ``hash`` differs between processes)."""
+    return int.from_bytes(hashlib.blake2b(prompt.encode("utf-8"), digest_size=8).digest(), "little")
+
+
+@dataclass
+class Generation:
+    """One generation batch of this process: what the rollout recorded and the micro-steps' sample rows."""
+
+    index: int  # which generation of the run (micro-step // steps_per_generation)
+    prompts: list[str]
+    cond: Conditioning
+    roll: Rollout
+    rewards: torch.Tensor  # (samples,) weighted, NaN where no reward scored the sample
+    advantages: torch.Tensor  # (samples,), from the statistics of every process's rewards
+    trained: list[int]  # the transitions replayed
+    chunks: list[torch.Tensor]  # sample rows of each micro-step (possibly empty)
+
+    def state_dict(self) -> dict[str, Any]:
+        roll = self.roll
+        return {"index": self.index, "prompts": self.prompts, "cond": vars(self.cond), "rewards": self.rewards,
+                "advantages": self.advantages,
+                "trained": self.trained, "chunks": self.chunks,
+                "roll": {"latents": roll.latents, "log_probs": roll.log_probs, "sigmas": roll.sigmas,
+                         "sde_steps": roll.sde_steps}}  # fmt: skip
+
+    @staticmethod
+    def from_state(state: dict[str, Any], device: torch.device) -> Generation:
+        cond = Conditioning(**{k: None if v is None else v.to(device) for k, v in state["cond"].items()})
+        r = state["roll"]
+        roll = Rollout(
+            r["latents"].to(device), r["log_probs"], r["sigmas"], list(r["sde_steps"]), torch.empty(0)
+        )
+        return Generation(int(state["index"]), list(state["prompts"]), cond, roll, state["rewards"], state["advantages"],
+                          list(state["trained"]), list(state["chunks"]))  # fmt: skip
 
 
 class DiffusionGRPOTrainer(Trainer):
@@ -104,26 +157,49 @@ class DiffusionGRPOTrainer(Trainer):
             callbacks.append(MetricsCSVCallback(os.path.join(args.output_dir, "metrics.csv")))
         super().__init__(model=denoiser, args=args, train_dataset=train_dataset, eval_dataset=eval_dataset,
                          data_collator=_rows, callbacks=callbacks, **kwargs)  # fmt: skip
+        _fill_deepspeed_autos(self, self.family.transformer)  # Trainer has built the DeepSpeed config
+        self.steps_per_generation = args.steps_per_generation or args.gradient_accumulation_steps
+        self.generation_images = (
+            args.per_device_train_batch_size * self.accelerator.num_processes * self.steps_per_generation
+        )
+        args.check_generation_layout(self.accelerator.num_processes)
+        check_prompt_count(args, self.accelerator.num_processes, train_dataset)
         self.ema = (
             EMA(self.model.parameters(), args.ema_decay, args.ema_update_interval) if args.ema else None
         )
-        self.add_callback(_EMAStep(self))
+        self.add_callback(_RunState(self))
         self._metrics: dict[str, list[float]] = defaultdict(list)
         self._pool = ThreadPoolExecutor(
             max_workers=max(1, len(self.reward_funcs)), thread_name_prefix="reward"
         )
+        self._generation: Generation | None = None
+        self._micro = 0  # micro-steps trained so far (a resumed run starts at global_step x accumulation)
+        self._resume_from: str | None = None
         self._best_eval: float | None = None
+        self.evaluated_steps: set[int] = set()
         from r1vision.trainer.logline import use_compact_log
 
         use_compact_log(self)
 
+    # -------------------------------------------------------------------------------------------- data
+    def get_train_dataloader(self) -> Any:
+        """TRL's generation batch: each micro-step receives this process's whole share of the generation
+        batch (``per_device_train_batch_size x steps_per_generation`` rows); a new one every
+        ``steps_per_generation`` micro-steps (see :mod:`r1vision.diffusion.sampler`)."""
+        return self._get_dataloader(dataset=self.train_dataset, description="Training",
+                                    batch_size=self._train_batch_size * self.steps_per_generation,
+                                    sampler_fn=self._get_train_sampler, is_training=True)  # fmt: skip
+
+    def _get_train_sampler(self, dataset: Any = None) -> GroupRepeatSampler:
+        dataset = dataset if dataset is not None else self.train_dataset
+        return GroupRepeatSampler(len(dataset), self.args.num_generations, self.generation_images,
+                                  self.steps_per_generation, self.args.seed, self.args.spread_groups)  # fmt: skip
+
     # ------------------------------------------------------------------------------------------- rollout
-    def _generator(self, step: int, micro: int) -> torch.Generator:
-        """Noise for this step from the seed, the step and the process: a resumed run samples the same."""
-        seed = (
-            self.args.seed * 1_000_003 + step * 1009 + micro * 31 + self.accelerator.process_index
-        ) % 2**63
-        return torch.Generator().manual_seed(seed)
+    def _generator(self, generation: int, part: str) -> torch.Generator:
+        """Noise of one generation for this process: from the seed, the generation and the rank, distinct
+        for any number of ranks (a resumed run samples the same)."""
+        return seeded(self.args.seed, generation, self.accelerator.process_index, _PARTS[part])
 
     def _submit_rewards(
         self, prompts: list[str], images: list[Any], rows: list[dict[str, Any]]
@@ -151,109 +227,208 @@ class DiffusionGRPOTrainer(Trainer):
             values[:, j] = torch.tensor([math.nan if v is None else float(v) for v in out])
         return values, busy
 
-    # ----------------------------------------------------------------------------------------- training
-    def training_step(
-        self, model: Any, inputs: list[dict[str, Any]], num_items_in_batch: Any = None
-    ) -> torch.Tensor:
-        args, family = self.args, self.family
-        group = args.num_generations
-        prompts = [str(r["prompt"]) for r in inputs]
-        rows = [r for r in inputs for _ in range(group)]
-        expanded = [p for p in prompts for _ in range(group)]
-        unwrapped = self.accelerator.unwrap_model(model)
-        generator = self._generator(self.state.global_step, len(self._metrics["rollout_s"]))
-        guided = args.guidance_scale > 1.0
+    def _initial_noise(self, prompts: list[str], generation: int) -> torch.Tensor | None:
+        """Flow-GRPO's ``same_latent``: one initial noise per prompt of a generation, the same on every
+        process (a group may span processes), else ``None`` (drawn by the rollout)."""
+        if not self.args.same_latent:
+            return None
+        side = self.family.latent_size(self.args.resolution)
+        shape = (self.family.channels, side, side)
+        draws = {p: torch.randn(shape, generator=seeded(self.args.seed, generation, _prompt_key(p)))
+                 for p in dict.fromkeys(prompts)}  # fmt: skip
+        return torch.stack([draws[p] for p in prompts])
+
+    def _generate(self, model: Any, rows: list[dict[str, Any]], index: int) -> Generation:
+        """Sample, score and compute the advantages of one generation batch (this process's rows)."""
+        args, family, acc = self.args, self.family, self.accelerator
+        prompts = [str(r["prompt"]) for r in rows]
+        unwrapped = acc.unwrap_model(model)
+        generator = self._generator(index, "rollout")
         start = time.perf_counter()
-        cond = family.encode(prompts, guidance=guided).repeat(group)
+        cond = encode_rows(family, prompts, args.guidance_scale > 1.0)
+        noise = self._initial_noise(prompts, index)
         window = sde_window(args.num_inference_steps, args.sde_window_size,
                             tuple(args.sde_window_range) if args.sde_window_range else None, generator)  # fmt: skip
         was_training = unwrapped.training
         unwrapped.eval()
         # Sample in batches of rollout_batch_size images; each batch's rewards run in the pool while the next
         # batch is sampled (Flow-GRPO's executor), so only the last batch's rewards are waited for.
-        size = args.rollout_batch_size or len(expanded)
+        size = args.rollout_batch_size or args.per_device_train_batch_size
         parts, pending = [], []
         rollout_s = time.perf_counter() - start  # prompt encoding counts as sampling
-        for low in range(0, len(expanded), size):
-            rows_ = torch.arange(low, min(low + size, len(expanded)))
+        for low in range(0, len(prompts), size):
+            span = torch.arange(low, min(low + size, len(prompts)))
             tick = time.perf_counter()
-            part = rollout(family, unwrapped, cond.select(rows_), steps=args.num_inference_steps,
+            part = rollout(family, unwrapped, cond.select(span), steps=args.num_inference_steps,
                            resolution=args.resolution, guidance_scale=args.guidance_scale,
                            noise_level=args.noise_level, kind=args.sde_kind, window=window, generator=generator,
-                           group_size=group if args.same_latent else None)  # fmt: skip
+                           noise=None if noise is None else noise[span])  # fmt: skip
             rollout_s += time.perf_counter() - tick
+            images, part.images = to_pil(part.images), torch.empty(0)  # scored as PIL; not kept
+            pending.append((self._submit_rewards(prompts[low : low + len(span)], images,
+                                                 rows[low : low + len(span)]), len(span)))  # fmt: skip
             parts.append(part)
-            span = slice(low, low + len(rows_))
-            pending.append(
-                (self._submit_rewards(expanded[span], to_pil(part.images), rows[span]), len(rows_))
-            )
         unwrapped.train(was_training)
         roll = Rollout.cat(parts)
         tick = time.perf_counter()
         collected = [self._collect_rewards(futures, n) for futures, n in pending]
         values = torch.cat([v for v, _ in collected])
         reward_s = time.perf_counter() - tick  # the reward time not hidden behind sampling
-        reward_busy_s = sum(b for _, b in collected)
         weighted = (values * self.reward_weights).nansum(dim=1)
         weighted[torch.isnan(values).all(dim=1)] = math.nan
-        advantages, stats = group_advantages(expanded, torch.nan_to_num(weighted, nan=0.0), args.scale_rewards,
-                                             args.adv_clip_max)  # fmt: skip
-        advantages[torch.isnan(weighted)] = 0.0  # no reward, no signal
+        # Flow-GRPO's statistics are over the whole step: gather every process's rewards and prompts
+        all_weighted, all_values, all_prompts = self._gather(weighted, values, prompts)
+        advantages_all, stats = group_advantages(
+            all_prompts, all_weighted, args.scale_rewards, args.adv_clip_max
+        )
+        mine = slice(acc.process_index * len(prompts), (acc.process_index + 1) * len(prompts))
+        advantages = advantages_all[mine]
         keep = (
             torch.nonzero(advantages != 0).flatten()
             if args.drop_zero_advantage
-            else torch.arange(len(expanded))
+            else torch.arange(len(prompts))
         )
+        # shuffled, then dealt to the micro-steps (Flow-GRPO permutes its samples before re-batching)
+        keep = keep[torch.randperm(len(keep), generator=self._generator(index, "shuffle"))]
+        chunks = list(torch.tensor_split(keep, self.steps_per_generation))
         trained = roll.sde_steps[: max(1, int(len(roll.sde_steps) * args.timestep_fraction))]
-        if args.sde_kind == "ode" or args.noise_level == 0:
-            trained = []
-        policy_loss = kl_total = clipfrac = approx_kl = parity = 0.0
-        scale = max(len(trained), 1) * args.gradient_accumulation_steps
-        if len(keep) and trained:
-            sub = cond.select(keep)
-            adv = advantages[keep].to(family.device)
-            old = roll.log_probs[keep].to(family.device)
-            for j in trained:
-                step = replay(family, model, sub, roll, j, guidance_scale=args.guidance_scale,
-                              noise_level=args.noise_level, kind=args.sde_kind, rows=keep)  # fmt: skip
+        kept_all = self._sum(float(len(keep)))
+        self._record_generation(all_weighted, all_values, stats, rollout_s=rollout_s, reward_s=reward_s,
+                                reward_busy_s=sum(b for _, b in collected), trained_samples=kept_all,
+                                images_per_s=len(prompts) / max(rollout_s, 1e-9))  # fmt: skip
+        return Generation(index, prompts, cond, roll, weighted, advantages, trained, chunks)
+
+    def _gather(
+        self, weighted: torch.Tensor, values: torch.Tensor, prompts: list[str]
+    ) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
+        acc = self.accelerator
+        if acc.num_processes == 1:
+            return weighted, values, prompts
+        from accelerate.utils import gather_object
+
+        device = acc.device
+        return (acc.gather(weighted.to(device)).cpu(), acc.gather(values.to(device)).cpu(),
+                list(gather_object(prompts)))  # fmt: skip
+
+    def _sum(self, value: float) -> float:
+        if self.accelerator.num_processes == 1:
+            return value
+        return float(self.accelerator.reduce(torch.tensor([value], device=self.accelerator.device), "sum"))
+
+    # ----------------------------------------------------------------------------------------- training
+    def training_step(
+        self, model: Any, inputs: list[dict[str, Any]], num_items_in_batch: Any = None
+    ) -> torch.Tensor:
+        spg = self.steps_per_generation
+        index, slot = divmod(self._micro, spg)
+        if self._generation is None or self._generation.index != index:
+            if slot:  # resumed between the updates of a generation whose samples were not saved
+                logger.warning(
+                    "regenerating generation %d at micro-step %d of %d (no saved buffer)", index, slot, spg
+                )
+            self._generation = self._generate(model, inputs, index)
+        # the weights equal those that sampled until this generation's first optimizer step
+        on_policy = slot < self.args.gradient_accumulation_steps
+        start = time.perf_counter()
+        loss = self._train_rows(model, self._generation, self._generation.chunks[slot], on_policy)
+        self._metrics["train_s"].append(time.perf_counter() - start)
+        self._micro += 1
+        return loss
+
+    def _train_rows(self, model: Any, gen: Generation, rows: torch.Tensor, on_policy: bool) -> torch.Tensor:
+        """Replay ``rows``' trained transitions under the current weights and back-propagate Flow-GRPO's loss.
+        Every process runs the same forwards and backwards: without rows, one row with weight 0."""
+        args, family = self.args, self.family
+        weight = 1.0
+        if len(rows) == 0:
+            rows, weight = torch.zeros(1, dtype=torch.long), 0.0
+        unwrapped = self.accelerator.unwrap_model(model)
+        sub = gen.cond.select(rows)
+        adv = gen.advantages[rows].to(family.device)
+        old = gen.roll.log_probs[rows].to(family.device)
+        scale = len(gen.trained) * self.args.gradient_accumulation_steps
+        sums: dict[str, float] = defaultdict(float)
+        for n, j in enumerate(gen.trained):
+            with self._accumulate_locally(model, last=n == len(gen.trained) - 1):
+                step = replay(family, model, sub, gen.roll, j, guidance_scale=args.guidance_scale,
+                              noise_level=args.noise_level, kind=args.sde_kind, rows=rows)  # fmt: skip
                 ratio = torch.exp(step.log_prob - old[:, j])
                 clipped = torch.clamp(ratio, 1 - args.epsilon, 1 + args.epsilon)
                 loss = torch.maximum(-adv * ratio, -adv * clipped).mean()
+                sums["policy_loss"] += float(loss.detach())
                 if args.beta > 0:
-                    kl = self._kl(unwrapped, sub, roll, j, keep, step).mean()
+                    kl = self._kl(unwrapped, sub, gen.roll, j, rows, step).mean()
                     loss = loss + args.beta * kl
-                    kl_total += float(kl.detach())
-                self.accelerator.backward(loss / scale)
-                policy_loss += float(loss.detach())
-                delta = (step.log_prob - old[:, j]).detach()
-                parity = max(parity, float(delta.abs().max()))  # the weights have not moved within this step
-                clipfrac += float(((ratio - 1).abs() > args.epsilon).float().mean())
-                approx_kl += float(0.5 * (delta**2).mean())
-        else:  # keep every process's backward in step (DDP / ZeRO all-reduce on every micro step)
-            self.accelerator.backward(sum(p.sum() * 0.0 for p in model.parameters() if p.requires_grad))
-        train_s = time.perf_counter() - tick - reward_s
-        n = max(len(trained), 1)
-        self._record(weighted, values, stats, rollout_s=rollout_s, reward_s=reward_s, reward_busy_s=reward_busy_s,
-                     train_s=train_s,
-                     policy_loss=policy_loss / n, kl=kl_total / n, clipfrac=clipfrac / n, approx_kl=approx_kl / n,
-                     logprob_parity_max=parity, images_per_s=len(expanded) / max(rollout_s, 1e-9),
-                     trained_samples=float(len(keep)))  # fmt: skip
-        return torch.tensor(policy_loss / n + args.beta * kl_total / n, device=self.args.device)
+                    sums["kl"] += float(kl.detach())
+                self._backward(loss * (weight / scale))
+            delta = (step.log_prob - old[:, j]).detach()
+            sums["approx_kl"] += float(0.5 * (delta**2).mean())
+            sums["clipfrac"] += float(((ratio - 1).abs() > args.epsilon).float().mean())
+            sums["clipfrac_gt_one"] += float((ratio - 1 > args.epsilon).float().mean())
+            sums["clipfrac_lt_one"] += float((1 - ratio > args.epsilon).float().mean())
+            if on_policy:  # the weights have not moved since this generation was sampled: replay is exact
+                sums["logprob_parity_max"] = max(sums["logprob_parity_max"], float(delta.abs().max()))
+        n = len(gen.trained)
+        for key in ("policy_loss", "kl", "approx_kl", "clipfrac", "clipfrac_gt_one", "clipfrac_lt_one"):
+            # a process without samples logs nothing (NaN is skipped when the processes' metrics are joined)
+            self._metrics[key].append(sums[key] / n if weight else math.nan)
+        self._metrics["logprob_parity_max"].append(
+            sums["logprob_parity_max"] if weight and on_policy else math.nan
+        )
+        self._metrics["off_policy"].append(0.0 if on_policy else 1.0)
+        loss_value = (sums["policy_loss"] + args.beta * sums["kl"]) / n * weight
+        return torch.tensor(loss_value / self.args.gradient_accumulation_steps, device=self.args.device)
+
+    @contextmanager
+    def _accumulate_locally(self, model: Any, last: bool) -> Iterator[None]:
+        """The transitions of one micro-step accumulate on each process and are reduced once, with the last:
+        DDP's ``no_sync`` before it; under DeepSpeed the engine must not count them as accumulation
+        boundaries either (accelerate's wrapper steps the engine at every boundary: one trainer step was one
+        engine step per trained transition)."""
+        from accelerate.utils import DistributedType
+
+        acc = self.accelerator
+        if last:
+            yield
+        elif acc.distributed_type == DistributedType.DEEPSPEED:
+            state = acc.gradient_state
+            was = state.sync_gradients
+            state._set_sync_gradients(False)
+            try:
+                yield
+            finally:
+                state._set_sync_gradients(was)
+        else:
+            with acc.no_sync(model):
+                yield
+
+    def _backward(self, loss: torch.Tensor) -> None:
+        """The loss is already divided by the accumulated transitions and micro-steps (DeepSpeed must not
+        divide again, as transformers' own training step tells it)."""
+        from accelerate.utils import DistributedType
+
+        if self.accelerator.distributed_type == DistributedType.DEEPSPEED:
+            self.accelerator.backward(loss, scale_wrt_gas=False)
+        else:
+            self.accelerator.backward(loss)
 
     def _kl(
-        self, unwrapped: Any, cond: Conditioning, roll: Any, j: int, keep: torch.Tensor, step: Any
+        self, unwrapped: Any, cond: Conditioning, roll: Any, j: int, rows: torch.Tensor, step: Any
     ) -> torch.Tensor:
-        """KL of transition ``j`` to the reference: the adapter switched off (LoRA), else zero."""
+        """KL of transition ``j`` to the reference, the adapter switched off (LoRA), else zero: Flow-GRPO's
+        ``mean((mu - mu_ref)^2) / (2 std_dev_t^2)``, or with ``kl_use_dt`` the Gaussian KL of the transition."""
         if not hasattr(unwrapped, "disable_adapter"):
-            return torch.zeros(len(keep), device=self.family.device)
+            return torch.zeros(len(rows), device=self.family.device)
         with torch.no_grad(), unwrapped.disable_adapter():
             ref = replay(self.family, unwrapped, cond, roll, j, guidance_scale=self.args.guidance_scale,
-                         noise_level=self.args.noise_level, kind=self.args.sde_kind, rows=keep)  # fmt: skip
-        return latent_kl(step.mean, ref.mean, step.std)
+                         noise_level=self.args.noise_level, kind=self.args.sde_kind, rows=rows)  # fmt: skip
+        return latent_kl(step.mean, ref.mean, step.std if self.args.kl_use_dt else step.std_dev_t)
 
-    def _record(
+    # ------------------------------------------------------------------------------------------ metrics
+    def _record_generation(
         self, weighted: torch.Tensor, values: torch.Tensor, stats: dict[str, float], **scalars: float
     ) -> None:
+        """Metrics of one generation, over every process's samples."""
         finite = weighted[~torch.isnan(weighted)]
         self._metrics["reward"].append(float(finite.mean()) if len(finite) else math.nan)
         self._metrics["reward_std"].append(float(finite.std(unbiased=False)) if len(finite) else math.nan)
@@ -261,119 +436,206 @@ class DiffusionGRPOTrainer(Trainer):
             column = values[:, j][~torch.isnan(values[:, j])]
             self._metrics[f"rewards/{name}/mean"].append(float(column.mean()) if len(column) else math.nan)
         self._metrics["frac_reward_zero_std"].append(stats["zero_std_ratio"])
-        self._metrics["adv_zero_rate"].append(stats["adv_zero_rate"])
-        self._metrics["group_size"].append(stats["group_size"])
+        for key in ("adv_zero_rate", "group_size", "reward_std_mean"):
+            self._metrics[key].append(stats[key])
         for key, value in scalars.items():
             self._metrics[key].append(float(value))
 
+    def _joined_metrics(self) -> dict[str, float]:
+        """Each metric's mean over the micro-steps since the last log and over the processes (NaN skipped);
+        ``*_max`` metrics are maxima. One collective; every process has the same keys."""
+        keys = sorted(self._metrics)
+        local = []
+        for key in keys:
+            finite = [v for v in self._metrics[key] if not math.isnan(v)]
+            local += [sum(finite), float(len(finite)), max(finite) if finite else -math.inf]
+        table = torch.tensor(local, dtype=torch.float64).view(1, -1)
+        if self.accelerator.num_processes > 1:
+            table = self.accelerator.gather(table.to(self.accelerator.device)).cpu()
+        out = {}
+        for i, key in enumerate(keys):
+            total, count, peak = table[:, 3 * i].sum(), table[:, 3 * i + 1].sum(), table[:, 3 * i + 2].max()
+            if key.endswith("_max"):
+                out[key] = float(peak) if count else math.nan
+            else:
+                out[key] = float(total / count) if count else math.nan
+        return out
+
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
-        """TRL-style: the step metrics averaged since the last log join transformers' loss, lr and grad norm."""
+        """TRL-style: the step metrics averaged since the last log (and over the processes) join
+        transformers' loss, lr and grad norm."""
         if self._metrics and not any(k.startswith("eval_") for k in logs):
-            for key, series in self._metrics.items():
-                finite = [v for v in series if not math.isnan(v)]
-                logs[key] = sum(finite) / len(finite) if finite else math.nan
+            logs.update(self._joined_metrics())
             self._metrics.clear()
         super().log(logs, start_time)
 
     # ----------------------------------------------------------------------------------------- evaluate
     @torch.no_grad()
-    def generate(self, prompts: list[str], steps: int, seed: int, use_ema: bool = True) -> list[Any]:
-        """Deterministic images (ODE, fixed seeds: image ``i`` from ``seed + i``) for ``prompts``."""
+    def generate(
+        self, prompts: list[str], steps: int, seed: int, use_ema: bool = True, first_index: int = 0
+    ) -> list[Any]:
+        """Deterministic images (:func:`r1vision.diffusion.rollout.sample_ode`) for ``prompts``,
+        ``per_device_eval_batch_size`` at a time, with the EMA weights by default."""
         model = self.accelerator.unwrap_model(self.model)
-        context = self.ema.swapped() if use_ema and self.ema is not None else _null()
-        images = []
+        context = self.ema.swapped() if use_ema and self.ema is not None else nullcontext()
         with context:
             model.eval()
-            for i, prompt in enumerate(prompts):
-                cond = self.family.encode([prompt], guidance=self.args.guidance_scale > 1.0)
-                roll = rollout(self.family, model, cond, steps=steps, resolution=self.args.resolution,
-                               guidance_scale=self.args.guidance_scale, noise_level=0.0, kind="ode",
-                               generator=torch.Generator().manual_seed(seed + i))  # fmt: skip
-                images += to_pil(roll.images)
+            images = sample_ode(self.family, model, prompts, steps=steps, resolution=self.args.resolution,
+                                guidance_scale=self.args.guidance_scale, seed=seed, first_index=first_index,
+                                batch_size=self.args.per_device_eval_batch_size)  # fmt: skip
             model.train()
-        return images
+        return to_pil(images)
 
     def evaluate(
         self, eval_dataset: Any = None, ignore_keys: Any = None, metric_key_prefix: str = "eval"
     ) -> dict:
-        """Flow-GRPO's evaluation: the eval prompts, ODE, ``eval_num_inference_steps``, fixed seeds, EMA weights.
-        Writes ``eval_metrics.csv``, ``eval/step-N/contact_sheet.png`` and, when the reward improved, ``best/``."""
-        from r1vision.diffusion.evaluate import contact_sheet, score_images
+        """Flow-GRPO's evaluation: the eval prompts, ODE, ``eval_num_inference_steps``, a fixed seed per prompt,
+        EMA weights; the prompts are sharded over the processes and the scores gathered. Writes
+        ``eval_metrics.csv``, ``eval/step-N/`` (records and a contact sheet) and, when the reward improved,
+        ``best/``."""
+        from r1vision.diffusion.evaluate import write_evaluation
 
         dataset = eval_dataset if eval_dataset is not None else self.eval_dataset
         if dataset is None:
             return {}
-        rows = [dataset[i] for i in range(min(self.args.eval_num_images, len(dataset)))]
+        n = min(self.args.eval_num_images, len(dataset))
+        world, rank = self.accelerator.num_processes, self.accelerator.process_index
+        share = math.ceil(n / world)
+        mine = list(range(rank * share, min((rank + 1) * share, n)))
+        # every process samples the same number of batches (a ZeRO-3 forward is collective): pad, then drop
+        padded = mine + [mine[-1] if mine else 0] * (share - len(mine))
+        rows = [dataset[i] for i in padded]
         prompts = [str(r["prompt"]) for r in rows]
-        images = self.generate(prompts, self.args.eval_num_inference_steps, self.args.eval_seed)
-        metrics, captions = score_images(
-            self.reward_funcs, self.reward_weights.tolist(), prompts, images, rows
-        )
+        images = self.generate(prompts, self.args.eval_num_inference_steps, self.args.eval_seed,
+                               first_index=rank * share)[: len(mine)]  # fmt: skip
+        from r1vision.diffusion.evaluate import score_records
+
+        records = score_records(self.reward_funcs, self.reward_weights.tolist(), prompts[: len(mine)],
+                                images, rows[: len(mine)], indices=mine)  # fmt: skip
+        thumbs = [(i, im.copy()) for i, im in zip(mine, images, strict=True) if i < 16]
+        if world > 1:
+            from accelerate.utils import gather_object
+
+            records, thumbs = list(gather_object(records)), list(gather_object(thumbs))
         step = self.state.global_step
-        out = {f"{metric_key_prefix}_{k}": v for k, v in metrics.items()}
+        self.evaluated_steps.add(step)
+        metrics: dict[str, float] = {}
         if self.is_world_process_zero():
             folder = Path(self.args.output_dir) / "eval" / f"step-{step}"
-            contact_sheet(images, captions, folder / "contact_sheet.png")
+            metrics = write_evaluation(records, [im for _, im in sorted(thumbs, key=lambda t: t[0])], folder,
+                                       self.reward_names)  # fmt: skip
             _append_csv(Path(self.args.output_dir) / "eval_metrics.csv", {"step": step, **metrics})
-            if self._best_eval is None or metrics["reward"] > self._best_eval:
-                self._best_eval = metrics["reward"]
-                self._export(Path(self.args.output_dir) / "best", ema=True)
+        metrics = _broadcast(self.accelerator, metrics)
+        if self._best_eval is None or metrics["reward"] > self._best_eval:
+            self._best_eval = metrics["reward"]
+            self._export(Path(self.args.output_dir) / "best", ema=True)
+            if self.is_world_process_zero():
                 (Path(self.args.output_dir) / "best" / "eval.json").write_text(
                     json.dumps({"step": step, **metrics})
                 )
+        out = {f"{metric_key_prefix}_{k}": v for k, v in metrics.items()}
         self.log(out)
+        # as transformers' own evaluate: callbacks see the metrics, and the "evaluate now" flag is cleared
+        # (left set, the epoch-end check evaluated the last step again, and the runner a third time)
+        self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, out)
         return out
 
     # ------------------------------------------------------------------------------------------- saving
     def _export(self, folder: Path, ema: bool) -> None:
-        """The adapter (EMA weights with ``ema``) as a diffusers LoRA folder, or the full denoiser."""
+        """The adapter (EMA weights with ``ema``) as a diffusers LoRA folder, or the full denoiser (main
+        process writes)."""
         from r1vision.diffusion.export import save_lora
 
+        if not self.is_world_process_zero():
+            return
         model = self.accelerator.unwrap_model(self.model)
-        context = self.ema.swapped() if ema and self.ema is not None else _null()
+        context = self.ema.swapped() if ema and self.ema is not None else nullcontext()
         with context:
             if hasattr(model, "peft_config"):
                 save_lora(model, folder)
             else:
                 model.save_pretrained(folder / "transformer")
 
-    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
-        super().save_model(output_dir, _internal_call)
-        if _internal_call or not self.args.should_save:
-            return
-        target = Path(output_dir or self.args.output_dir)
+    def export_final(self, output_dir: str | os.PathLike) -> None:
+        """The final adapters: ``lora/`` (raw weights) and ``lora_ema/``, the folders a diffusers user loads."""
+        target = Path(output_dir)
         self._export(target / "lora", ema=False)
         if self.ema is not None:
             self._export(target / "lora_ema", ema=True)
-        settings = {"kind": "t2i-grpo", "base_model": os.path.abspath(self.model_path)
-                    if os.path.isdir(self.model_path) else self.model_path, "family": self.family.name,
-                    "rewards": dict(zip(self.reward_names, self.reward_weights.tolist(), strict=True)),
-                    "lora_r": self.args.lora_r, "lora_alpha": self.args.lora_alpha, "resolution": self.args.resolution,
-                    "num_inference_steps": self.args.num_inference_steps,
-                    "eval_num_inference_steps": self.args.eval_num_inference_steps,
-                    "guidance_scale": self.args.guidance_scale, "noise_level": self.args.noise_level}  # fmt: skip
-        (target / "r1vision_run.json").write_text(json.dumps(settings, indent=2, sort_keys=True))
+
+    def run_settings(self) -> dict[str, Any]:
+        """What ``r1vision_run.json`` records about this run, enough for stock diffusers to reproduce its
+        images (``t2i-eval`` reads resolution, steps, guidance and T5 length from it)."""
+        args = self.args
+        base = os.path.abspath(self.model_path) if os.path.isdir(self.model_path) else self.model_path
+        return {"kind": "t2i-grpo", "base_model": base, "family": self.family.name,
+                "rewards": dict(zip(self.reward_names, self.reward_weights.tolist(), strict=True)),
+                "lora_r": args.lora_r, "lora_alpha": args.lora_alpha, "resolution": args.resolution,
+                "num_inference_steps": args.num_inference_steps, "eval_num_inference_steps": args.eval_num_inference_steps,
+                "guidance_scale": args.guidance_scale, "noise_level": args.noise_level,
+                "max_sequence_length": self.family.max_sequence_length, "seed": args.seed,
+                "num_processes": self.accelerator.num_processes}  # fmt: skip
+
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        super().save_model(output_dir, _internal_call)
+        if _internal_call:
+            return
+        target = Path(output_dir or self.args.output_dir)
+        self.export_final(target)
+        if self.args.should_save:
+            from r1vision.trainer.run_info import write_run_info
+
+            write_run_info(target, {**self.run_settings(), **(getattr(self, "r1vision_run", None) or {})})
 
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
         super()._save_checkpoint(model, trial)
+        folder = Path(self.args.output_dir) / f"checkpoint-{self.state.global_step}"
         if self.ema is not None and self.args.should_save:
-            folder = Path(self.args.output_dir) / f"checkpoint-{self.state.global_step}"
             torch.save(self.ema.state_dict(), folder / EMA_FILE)
+        gen = self._generation
+        if gen is not None and self._micro % self.steps_per_generation:  # between the updates of a generation
+            folder.mkdir(parents=True, exist_ok=True)
+            torch.save(gen.state_dict(), folder / BUFFER_FILE.format(rank=self.accelerator.process_index))
 
-    def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
-        super()._load_from_checkpoint(resume_from_checkpoint, model)
-        ema_file = Path(resume_from_checkpoint) / EMA_FILE
-        if self.ema is not None and ema_file.is_file():
-            self.ema.load_state_dict(torch.load(ema_file, map_location="cpu", weights_only=True))
+    def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs: Any) -> Any:
+        if resume_from_checkpoint is True:
+            from transformers.trainer_utils import get_last_checkpoint
+
+            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
+        self._resume_from = resume_from_checkpoint or None
+        return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+
+    def _on_train_begin(self) -> None:
+        """After transformers restored the weights, optimizer and step: the EMA, the micro-step count and a
+        generation saved between its updates."""
+        self._micro = self.state.global_step * self.args.gradient_accumulation_steps
+        if not self._resume_from:
+            return
+        folder = Path(self._resume_from)
+        if self.ema is not None and (folder / EMA_FILE).is_file():
+            self.ema.load_state_dict(torch.load(folder / EMA_FILE, map_location="cpu", weights_only=True))
+        buffer = folder / BUFFER_FILE.format(rank=self.accelerator.process_index)
+        if buffer.is_file():
+            self._generation = Generation.from_state(torch.load(buffer, map_location="cpu", weights_only=False),
+                                                     self.family.device)  # fmt: skip
 
 
-class _EMAStep(TrainerCallback):
+class _RunState(TrainerCallback):
+    """Flow-GRPO's EMA after every micro-batch (with the optimizer steps so far) and the resume hook."""
+
     def __init__(self, trainer: DiffusionGRPOTrainer) -> None:
         self.trainer = trainer
 
+    def on_train_begin(self, args, state, control, **kwargs):  # noqa: D102
+        self.trainer._on_train_begin()
+
+    def on_substep_end(self, args, state, control, **kwargs):  # noqa: D102 - a micro-batch without a step
+        if self.trainer.ema is not None:
+            self.trainer.ema.step(state.global_step)
+
     def on_step_end(self, args, state, control, **kwargs):  # noqa: D102 - after each optimizer step
         if self.trainer.ema is not None:
-            self.trainer.ema.step()
+            self.trainer.ema.step(state.global_step)
 
 
 def _rows(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -381,12 +643,47 @@ def _rows(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return batch
 
 
-class _null:  # noqa: N801 - a tiny stand-in for contextlib.nullcontext with no import at call sites
-    def __enter__(self) -> None:
-        return None
+def check_prompt_count(args: Any, processes: int, train_dataset: Any) -> None:
+    """Refuse a training set smaller than one generation's prompts (the epoch would hold no generation)."""
+    spg = args.steps_per_generation or args.gradient_accumulation_steps
+    need = args.per_device_train_batch_size * processes * spg // args.num_generations
+    if train_dataset is not None and len(train_dataset) < need:
+        from r1vision.tasks.loading import DatasetValidationError
 
-    def __exit__(self, *exc: object) -> None:
-        return None
+        raise DatasetValidationError(
+            f"the training set has {len(train_dataset)} prompt(s); one generation draws {need} "
+            f"(per_device_train_batch_size x processes x steps_per_generation / num_generations)"
+        )
+
+
+def _fill_deepspeed_autos(trainer: Any, denoiser: Any) -> None:
+    """Fill the DeepSpeed config's hidden-size ``auto`` entries from the denoiser's width (transformers reads
+    ``config.hidden_size``, which a diffusers transformer does not have: the shipped zero2.json failed)."""
+    plugin = getattr(trainer.accelerator.state, "deepspeed_plugin", None)
+    hf = getattr(plugin, "hf_ds_config", None) or getattr(trainer.args, "hf_deepspeed_config", None)
+    if hf is None:
+        return
+    config = denoiser.config
+    width = int(config.get("num_attention_heads", 0) * config.get("attention_head_dim", 0)) or int(
+        config.get("joint_attention_dim", 0) or config.get("caption_projection_dim", 0)
+    )
+    if not width:
+        return
+    hf.fill_only("zero_optimization.reduce_bucket_size", width * width)
+    if hf.is_zero3():
+        hf.fill_only("zero_optimization.stage3_prefetch_bucket_size", int(0.9 * width * width))
+        hf.fill_only("zero_optimization.stage3_param_persistence_threshold", 10 * width)
+
+
+def _broadcast(acc: Any, metrics: dict[str, float]) -> dict[str, float]:
+    """The main process's evaluation metrics on every process (each decides the same about ``best/``)."""
+    if acc.num_processes == 1:
+        return metrics
+    from accelerate.utils import broadcast_object_list
+
+    box = [metrics]
+    broadcast_object_list(box, from_process=0)
+    return box[0]
 
 
 def _append_csv(path: Path, row: dict[str, Any]) -> None:

@@ -95,8 +95,6 @@ class VisionOptions:
     )
 
     def __post_init__(self) -> None:
-        from r1vision.trainer.distributed import prepare_distributed
-
         refuse_silent_cpu_fallback(self)
         # TRL turns an unset bf16 into True. On a CPU, bf16 autocast runs the Qwen-VL patch embedding
         # (conv3d) on a slow path: training measured 20-40x slower than float32. An explicit value is kept.
@@ -111,21 +109,27 @@ class VisionOptions:
             if hasattr(self, new) and getattr(self, new) is None and getattr(self, old, None) is not None:
                 setattr(self, new, getattr(self, old))
         apply_model_flags(self)
-        # "tensorboard,trackio" (and the command line's "--report_to tensorboard trackio") is two trackers
-        report = self.report_to
-        if isinstance(report, str) and report not in ("all", "none"):
-            report = [report]
-        if isinstance(report, list):
-            self.report_to = [t.strip() for item in report for t in str(item).split(",") if t.strip()]
-        # `--resume_from_checkpoint last|true` means the newest checkpoint-* in output_dir (Trainer's True).
-        if str(getattr(self, "resume_from_checkpoint", None)).lower() in ("last", "true"):
-            self.resume_from_checkpoint = True  # type: ignore[assignment]
-        # Must precede TrainingArguments.__post_init__, which resolves devices and the DeepSpeed config.
-        prepare_distributed(self)
-        from r1vision.trainer.output import take_over_push
-
-        take_over_push(self)  # pushed once, complete, after training (trainer/output.py)
+        prepare_run(self)
         super().__post_init__()  # type: ignore[misc]
+
+
+def prepare_run(args: Any) -> None:
+    """What every r1vision training config does before ``TrainingArguments.__post_init__`` (the VLM configs
+    and ``DiffusionGRPOConfig`` alike): ``--report_to a b`` / ``a,b`` as a list of trackers,
+    ``--resume_from_checkpoint last|true`` as Trainer's ``True``, the CPU DeepSpeed state (it must precede
+    the device and DeepSpeed resolution), and the Hub push taken over (one complete upload after training)."""
+    from r1vision.trainer.distributed import prepare_distributed
+    from r1vision.trainer.output import take_over_push
+
+    report = args.report_to
+    if isinstance(report, str) and report not in ("all", "none"):
+        report = [report]
+    if isinstance(report, list):
+        args.report_to = [t.strip() for item in report for t in str(item).split(",") if t.strip()]
+    if str(getattr(args, "resume_from_checkpoint", None)).lower() in ("last", "true"):
+        args.resume_from_checkpoint = True
+    prepare_distributed(args)
+    take_over_push(args)
 
 
 def apply_model_flags(args: Any) -> None:

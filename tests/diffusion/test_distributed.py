@@ -1,0 +1,179 @@
+"""Text-to-image GRPO on two CPU processes (gloo), launched as a user launches it: Flow-GRPO's multi-GPU
+semantics. A process whose rewards are all flat still takes part in every collective (on every step and on
+alternate steps; the weights equal those of a run where its loss is zero), rewards are gathered so that
+advantages are per-prompt statistics over the whole step (groups spread over the processes, the std of every
+reward), logged metrics are means over the processes, the evaluation is sharded and equals a one-process
+evaluation, and under DeepSpeed ZeRO-2 one trainer step is one engine step (the LR schedule counts trainer
+steps; the shipped zero2.json works with SD3).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import socket
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from tests.diffusion.test_advantages import flow_grpo_tracker
+from tests.helpers.launch import run_launched
+from tests.helpers.paths import ROOT
+
+pytestmark = pytest.mark.slow
+SCRIPT = ROOT / "tests" / "scripts" / "t2i_grpo.py"
+REWARD = "tests.helpers.t2i_rewards.flat_on_rank1"
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _launch(layout: str, dump: Path, args: list[str], **env: str) -> None:
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_machines", "1", "--num_processes", "2",
+           "--main_process_port", str(_port())]  # fmt: skip
+    if layout == "ddp":
+        cmd += ["--multi_gpu", "--mixed_precision", "no"]
+    else:
+        config = ROOT / "configs" / "deepspeed" / f"{layout}.json"
+        cmd += ["--use_deepspeed", "--deepspeed_config_file", str(config), "--zero3_init_flag", "false"]
+    run_launched([*cmd, str(SCRIPT), str(dump), "--", *args], ROOT, **env)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory, tiny_sd3):
+    root = tmp_path_factory.mktemp("t2i_dist")
+    (root / "prompts").mkdir()
+    # distinct texts: prompts are grouped by text, and a text drawn twice in a step is one group
+    lines = [f"a {'bright' if i % 2 else 'dark'} photo, number {i}" for i in range(22)]
+    (root / "prompts" / "train.txt").write_text("\n".join(lines[:16]) + "\n")
+    (root / "prompts" / "test.txt").write_text("\n".join(lines[16:]) + "\n")
+    return root, tiny_sd3(pixel_space=True)
+
+
+def _args(model: str, root: Path, out: str, *extra: str) -> list[str]:
+    return ["--model", model, "--dataset", str(root / "prompts"), "--output_dir", str(root / out),
+            "--reward_funcs", REWARD, "--num_generations", "4", "--per_device_train_batch_size", "8",
+            "--num_inference_steps", "4", "--resolution", "16", "--guidance_scale", "1.0", "--beta", "0.0",
+            "--learning_rate", "1e-2", "--lora_r", "4", "--lora_alpha", "8", "--use_cpu", "true",
+            "--report_to", "none", "--disable_tqdm", "true", "--save_strategy", "no", "--seed", "0",
+            "--eval_num_inference_steps", "4", "--eval_num_images", "5", "--per_device_eval_batch_size", "2",
+            *extra]  # fmt: skip
+
+
+def _dumps(dump: Path) -> tuple[list[dict], list[dict]]:
+    records = [json.loads((dump / f"rank{r}.json").read_text()) for r in (0, 1)]
+    weights = [torch.load(dump / f"rank{r}.pt") for r in (0, 1)]
+    return records, weights
+
+
+def _rows(path: Path) -> list[dict]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+def test_a_flat_process_takes_part_in_every_step_and_contributes_nothing(setup):
+    """Rank 1's rewards are constant on every step: with zero-advantage samples dropped it has nothing to
+    train, still replays one sample with weight 0 (it hung DDP before), and the weights equal those of the
+    same run keeping its samples (advantage 0: loss and gradient exactly 0)."""
+    root, model = setup
+    common = ("--spread_groups", "false", "--max_steps", "2", "--eval_strategy", "no")
+    _launch("ddp", root / "flat", _args(model, root, "flat", "--drop_zero_advantage", "true", *common))
+    _launch("ddp", root / "kept", _args(model, root, "kept", "--drop_zero_advantage", "false", *common))
+    (flat0, flat1), (w_flat, w_flat1) = _dumps(root / "flat")
+    _, (w_kept, _) = _dumps(root / "kept")
+    assert flat0["global_step"] == flat1["global_step"] == 2 and flat0["world_size"] == 2
+    assert all(len(c) == 0 for g in flat1["generations"] for c in g["chunks"])  # nothing to train on rank 1
+    assert all(len(c) == 8 for g in flat0["generations"] for c in g["chunks"])  # every sample of rank 0
+    for name in w_flat:
+        assert torch.equal(w_flat[name], w_flat1[name]), name  # the processes hold one model
+        assert torch.allclose(w_flat[name], w_kept[name], atol=1e-7, rtol=0), name
+    moved = [n for n in w_flat if "lora_B" in n and w_flat[n].abs().max() > 0]
+    assert moved  # rank 0's signal trained both (lora_B starts at zero)
+    rows = _rows(root / "flat" / "metrics.csv")
+    # the logged reward is the mean over both processes: rank 1's images all scored 0.5
+    for row, gen0 in zip(rows, flat0["generations"], strict=True):
+        want = (np.mean(gen0["rewards"]) + 0.5) / 2
+        assert float(row["reward"]) == pytest.approx(want, abs=1e-6)
+
+
+def test_a_process_flat_on_alternate_steps_finishes(setup):
+    root, model = setup
+    _launch("ddp", root / "alt", _args(model, root, "alt", "--spread_groups", "false", "--max_steps", "4",
+                                       "--eval_strategy", "no", "--rollout_batch_size", "8"), R1V_FLAT="alternate")  # fmt: skip
+    (rank0, rank1), _ = _dumps(root / "alt")
+    assert rank0["global_step"] == rank1["global_step"] == 4
+    empty = [all(len(c) == 0 for c in g["chunks"]) for g in rank1["generations"]]
+    assert empty == [True, False, True, False]
+
+
+def test_groups_span_processes_and_advantages_use_every_reward(setup):
+    """Flow-GRPO's layout: a group's images shuffled over both processes; the advantages each process
+    trains on are Flow-GRPO's per-prompt tracker over the rewards of both (global std), and the evaluation
+    (sharded, 5 prompts over 2 processes) gives the records of a one-process evaluation."""
+    root, model = setup
+    _launch("ddp", root / "spread", _args(model, root, "spread", "--spread_groups", "true", "--max_steps", "2",
+                                          "--eval_on_start", "true", "--eval_strategy", "steps", "--eval_steps", "2"),
+            R1V_FLAT="never")  # fmt: skip
+    (rank0, rank1), _ = _dumps(root / "spread")
+    spans = 0
+    for g0, g1 in zip(rank0["generations"], rank1["generations"], strict=True):
+        prompts, rewards = g0["prompts"] + g1["prompts"], g0["rewards"] + g1["rewards"]
+        spans += len(set(g0["prompts"]) & set(g1["prompts"]))
+        want = np.clip(flow_grpo_tracker(prompts, rewards, global_std=True), -5, 5)
+        got = np.array(g0["advantages"] + g1["advantages"])
+        assert np.allclose(got, want, atol=1e-5)
+    assert spans > 0  # some group had images on both processes
+    records = [json.loads(line) for line in (root / "spread" / "eval" / "step-0" / "records.jsonl").open()]
+    assert [r["index"] for r in records] == [0, 1, 2, 3, 4]
+    single = _single_process_eval(model, root)
+    # the same image per prompt index whatever the process and batch (a pixel may round differently: 5e-6)
+    assert [r["reward"] for r in records] == pytest.approx([r["reward"] for r in single], abs=1e-4)
+    evals = _rows(root / "spread" / "eval_metrics.csv")
+    assert [r["step"] for r in evals] == ["0", "2"]  # step 0, then the last step once
+
+
+def _single_process_eval(model: str, root: Path) -> list[dict]:
+    """The same evaluation at step 0 in this process."""
+    from r1vision.diffusion.config import DiffusionGRPOConfig
+    from r1vision.diffusion.data import load_prompts
+    from r1vision.diffusion.rewards import resolve_reward
+    from r1vision.diffusion.trainer import DiffusionGRPOTrainer
+
+    args = DiffusionGRPOConfig(output_dir=str(root / "single"), num_generations=4, per_device_train_batch_size=8,
+                               num_inference_steps=4, resolution=16, guidance_scale=1.0, beta=0.0, lora_r=4,
+                               lora_alpha=8, use_cpu=True, report_to="none", seed=0, eval_num_inference_steps=4,
+                               eval_num_images=5, per_device_eval_batch_size=3)  # fmt: skip
+    trainer = DiffusionGRPOTrainer(model, [resolve_reward(REWARD)], args=args,
+                                   train_dataset=load_prompts(root / "prompts", "train"),
+                                   eval_dataset=load_prompts(root / "prompts", "test"))  # fmt: skip
+    trainer.evaluate()
+    return [json.loads(line) for line in (root / "single" / "eval" / "step-0" / "records.jsonl").open()]
+
+
+def test_zero2_takes_one_engine_step_per_trainer_step(setup):
+    """The shipped zero2.json (its hidden-size "auto" filled from the denoiser's width), 4 trained
+    transitions per micro-step, 2 micro-steps per optimizer step, one generation feeding 2 optimizer steps:
+    DeepSpeed's engine and LR schedule count trainer steps (they counted every transition), and the second
+    update of each generation is off-policy (the PPO clip acts)."""
+    root, model = setup
+    _launch("zero2", root / "z2", _args(model, root, "z2", "--max_steps", "4", "--gradient_accumulation_steps", "2",
+                                        "--steps_per_generation", "4", "--per_device_train_batch_size", "4",
+                                        "--lr_scheduler_type", "linear", "--learning_rate", "0.2",
+                                        "--eval_strategy", "no"))  # fmt: skip
+    (rank0, rank1), (w0, w1) = _dumps(root / "z2")
+    assert rank0["global_step"] == rank0["engine_global_steps"] == rank1["engine_global_steps"] == 4
+    assert rank0["scheduler_steps"] == 4
+    assert rank0["lrs"] == pytest.approx([0.2, 0.15, 0.1, 0.05])  # linear over 4 trainer steps
+    assert len(rank0["generations"]) == 2  # 4 steps x 2 micro-steps / 4 micro-steps per generation
+    assert all(torch.equal(w0[n], w1[n]) for n in w0)
+    rows = _rows(root / "z2" / "metrics.csv")
+    assert [float(r["off_policy"]) for r in rows] == [0.0, 1.0, 0.0, 1.0]
+    # on-policy replays equal the rollout to float32 rounding (other batch shapes than the rollout's)
+    assert all(float(r["logprob_parity_max"]) < 1e-5 for r in rows[::2])
+    assert max(float(r["clipfrac"]) for r in rows[1::2]) > 0  # off-policy updates are clipped
