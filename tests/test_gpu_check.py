@@ -43,6 +43,32 @@ def test_cpu_smoke_runs_every_phase(tmp_path):
         "q_proj v_proj on the 7B layout" in text and status == "PASS" for status, text in report["checks"]
     )
     assert "GPU-CHECK: PASS" in (out / "report.md").read_text()
+    t2i = report["t2i"]  # the text-to-image phase ran the benchmark's code path on the tiny pipeline
+    assert t2i["rollout_images_per_s"] > 0 and t2i["logprob_parity_max"] == 0.0
+    assert any(
+        text.startswith("t2i replay log-prob parity") and status == "PASS"
+        for status, text in report["checks"]
+    )
+    assert all(r["steps"] == 2 for r in runs.values())
+
+
+def test_a_rerun_into_the_same_folder_starts_each_run_clean(tmp_path):
+    """The r1vision runs refuse a used output_dir: a second check into one --out reported FAIL before."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "scripts" / "gpu_check.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    (tmp_path / "trainer" / "r1v-full" / "checkpoint-1").mkdir(parents=True)
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "r1v-full.json").write_text("{}")
+    (tmp_path / "runs" / "trl-full.json").write_text("{}")
+    module.fresh_run(tmp_path, "r1v-full")
+    assert (
+        not (tmp_path / "trainer" / "r1v-full").exists()
+        and not (tmp_path / "runs" / "r1v-full.json").exists()
+    )
+    assert (tmp_path / "runs" / "trl-full.json").exists()  # another run's result stays
 
 
 def test_the_check_refuses_a_machine_without_cuda_outside_smoke_mode(tmp_path):

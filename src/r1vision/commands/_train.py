@@ -46,7 +46,10 @@ def _dry_vlm(kind: str) -> Callable[[Sequence[str]], int]:
 def _parse_t2i(argv: Sequence[str]) -> tuple[Any, Any]:
     from r1vision.runners.t2i import parse_t2i_argv
 
-    return parse_t2i_argv(list(argv))
+    script, config = parse_t2i_argv(list(argv))
+    if "--dry-run" not in argv:  # a dry run judges the layout for the processes it plans (--gpus)
+        config.check_generation_layout(config.world_size)
+    return script, config
 
 
 def _run_t2i(script: Any, config: Any) -> str:
@@ -67,11 +70,19 @@ def _dry_t2i(argv: Sequence[str]) -> int:
 
     argv = [a for a in argv if a != "--dry-run"]
     card_gb = _pop_flag(argv, "--card_gb", float, None)
+    processes = _pop_flag(argv, "--gpus", int, 1)
+    _pop_flag(argv, "--zero", int, None)  # the layout changes no per-GPU number of this estimate
     if not torch.cuda.is_available():  # judged for the GPU the run targets: bf16 is refused on a CPU
         argv += ["--use_cpu", "true"]
-    script, config = parse("t2i-grpo", argv)
+    from r1vision.runners.t2i import parse_t2i_argv
+
     try:
-        report, problems = dry_run(script, config, card_gb)
+        script, config = parse_t2i_argv(argv)
+    except ValueError as exc:
+        raise UsageError(str(exc).strip().splitlines()[0]) from None
+    try:
+        config.check_generation_layout(processes)
+        report, problems = dry_run(script, config, card_gb, processes)
     except (
         OutputDirInUseError,
         DatasetLoadError,
@@ -119,6 +130,21 @@ def parse(command: str, argv: Sequence[str]) -> tuple[Any, Any]:
         raise UsageError(str(exc).strip().splitlines()[0]) from None
 
 
+def without_launch_flags(argv: Sequence[str]) -> list[str]:
+    """``argv`` without the launcher's own flags (``--num_processes``, ``--accelerate_config``, any spelling)."""
+    out, skip = [], False
+    for arg in argv:
+        name = arg[2:].split("=", 1)[0].replace("-", "_") if arg.startswith("--") else ""
+        if skip:
+            skip = False
+            continue
+        if name in ("num_processes", "accelerate_config"):
+            skip = "=" not in arg
+            continue
+        out.append(arg)
+    return out
+
+
 def launch_argv(kind: str, argv: Sequence[str]) -> list[str] | None:
     """With ``--num_processes N`` and/or ``--accelerate_config NAME|FILE`` (as ``trl grpo`` takes them), the
     ``accelerate launch`` command that runs this command line in N processes; ``None`` without them or
@@ -133,16 +159,7 @@ def launch_argv(kind: str, argv: Sequence[str]) -> list[str] | None:
         return None
     if values.get("num_processes") == "1" and not values.get("accelerate_config"):
         return None  # one process: run here (accelerate refuses --multi_gpu with one)
-    rest, skip = [], False
-    for arg in argv:  # the launcher's own flags are not the training command's
-        name = arg[2:].split("=", 1)[0].replace("-", "_") if arg.startswith("--") else ""
-        if skip:
-            skip = False
-            continue
-        if name in ("num_processes", "accelerate_config"):
-            skip = "=" not in arg
-            continue
-        rest.append(arg)
+    rest = without_launch_flags(argv)
     try:
         nproc = int(values.get("num_processes") or 0)
     except ValueError:
@@ -173,6 +190,21 @@ def launch_argv(kind: str, argv: Sequence[str]) -> list[str] | None:
             "--num_processes", str(nproc), "-m", "r1vision.cli", kind, *rest]  # fmt: skip
 
 
+def planned_launch(argv: Sequence[str]) -> list[str]:
+    """A dry run's command line: the launch flags become the plan it judges (``--num_processes N`` is
+    ``--gpus N``, a shipped ``--accelerate_config`` layout is ``--zero 0|2|3``) instead of starting processes."""
+    from r1vision.configs import flag_values
+
+    values = flag_values(argv)
+    out = without_launch_flags(argv)
+    if values.get("num_processes") and "gpus" not in values:
+        out += ["--gpus", str(values["num_processes"])]
+    layout = _LAYOUT_NAMES.get(str(values.get("accelerate_config")))
+    if layout and "zero" not in values:
+        out += ["--zero", {"ddp": "0", "zero2": "2", "zero3": "3"}[layout]]
+    return out
+
+
 def train(command: str, argv: Sequence[str]) -> int:
     """Parse, train, save; a refusal (an output folder that holds a run, no checkpoint to resume, bad data)
     is one line and exit code 2."""
@@ -194,15 +226,15 @@ def train(command: str, argv: Sequence[str]) -> int:
     layout = flag_values(argv).get("accelerate_config")
     if layout in kind.refused_layouts:
         raise UsageError(f"--accelerate_config {layout}: not supported by {command} yet; use ddp or zero2")
+    if "--dry-run" in argv:  # resolve and check everything, touch no GPU, launch nothing
+        return kind.dry_run(planned_launch(argv))
     launched = launch_argv(command, argv)
     if launched is not None:
         import subprocess
 
         print(f"r1vision {command}: launching {' '.join(launched)}", file=sys.stderr)
         return subprocess.call(launched)
-    if "--dry-run" in argv:  # resolve and check everything, touch no GPU
-        return kind.dry_run(argv)
-    script, config = parse(command, argv)
+    script, config = parse(command, without_launch_flags(argv))  # --num_processes 1 runs here
     from r1vision.trainer.checkpoint import (
         NoCheckpointError,
         OutputDirInUseError,

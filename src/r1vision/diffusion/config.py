@@ -190,7 +190,8 @@ class DiffusionGRPOConfig(TrainingArguments):
                 "DeepSpeed ZeRO-3 is not supported by the text-to-image trainer yet (it would partition the frozen "
                 "text encoders and the EMA); use DDP (--accelerate_config ddp) or ZeRO-2 (--accelerate_config zero2)"
             )
-        self.check_generation_layout(self.world_size)
+        if self.world_size > 1:  # a launched run; one process is checked by the runner (a dry run plans N)
+            self.check_generation_layout(self.world_size)
 
     def check_generation_layout(self, processes: int) -> None:
         """Refuse a generation batch that cannot be formed: it must split into whole groups and feed whole
@@ -201,7 +202,8 @@ class DiffusionGRPOConfig(TrainingArguments):
             raise ValueError(
                 f"a generation batch of {images} images (per_device_train_batch_size {self.per_device_train_batch_size}"
                 f" x {processes} process(es) x steps_per_generation {spg}) does not split into groups of "
-                f"num_generations={self.num_generations}"
+                f"num_generations={self.num_generations}; change one of them, or the process count "
+                "(--num_processes N)"
             )
         if spg % self.gradient_accumulation_steps:
             raise ValueError(

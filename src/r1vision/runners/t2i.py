@@ -75,7 +75,9 @@ def parse_t2i_argv(argv: list[str]) -> tuple[T2IScriptArguments, Any]:
     return script, config
 
 
-def dry_run(script: T2IScriptArguments, config: Any, card_gb: float | None = None) -> tuple[str, list[str]]:
+def dry_run(
+    script: T2IScriptArguments, config: Any, card_gb: float | None = None, processes: int = 1
+) -> tuple[str, list[str]]:
     """``t2i-grpo --dry-run``: the prompts, rewards and output folder checked as training would, and the
     per-GPU memory estimate of this config (:mod:`r1vision.diffusion.estimate`); loads no model weights.
     Returns the report and the problems that refuse the run (a plan that fits no listed card, or not the
@@ -90,8 +92,14 @@ def dry_run(script: T2IScriptArguments, config: Any, card_gb: float | None = Non
     build_rewards(script.reward_funcs, script.reward_options)
     spg = config.steps_per_generation or config.gradient_accumulation_steps
     local = config.per_device_train_batch_size * spg
+    from r1vision.diffusion.trainer import check_prompt_count
+
+    check_prompt_count(config, processes, train)
+    groups = config.per_device_train_batch_size * processes * spg // config.num_generations
     lines = [
         f"dataset {script.dataset}: {len(train)} training prompts; rewards {', '.join(script.reward_funcs)}",
+        f"{processes} process(es): a generation of {groups} prompts x {config.num_generations} images feeds "
+        f"{spg // config.gradient_accumulation_steps} optimizer step(s)",
         f"per GPU: {config.per_device_train_batch_size} images per micro-step, {local} sampled per generation "
         f"(steps_per_generation {spg}), {config.num_inference_steps} steps at {config.resolution} px; groups of "
         f"{config.num_generations}; x{config.gradient_accumulation_steps} accumulation",
