@@ -67,3 +67,31 @@ def test_cli_push_uploads_settings_recipe_and_metrics_in_the_card(tiny_model, co
     assert "| task | `color` |" in card and "color_smoke.yaml" in card
     assert "| rewards (weight) | `accuracy` (1), `format` (0.5) |" in card and "- `reward`:" in card
     assert "r1vision_run.json" in upload["files"]
+
+
+def test_t2i_push_uploads_the_lora_folders_with_a_card_that_loads_them(tmp_path, hub):
+    """The text-to-image trainer writes its folder through the same contract: nothing before the end, then
+    one upload holding lora/, lora_ema/, the run record and a card whose diffusers snippet loads the LoRA."""
+    from r1vision.diffusion.data import synth_t2i
+    from r1vision.testing.tiny_diffusion import tiny_sd3_path
+
+    synth_t2i(tmp_path / "prompts", 4, kind="brightness")
+    out = tmp_path / "t2i"
+    argv = ["t2i-grpo", "--config", "t2i_smoke", "--model", str(tiny_sd3_path(pixel_space=True)), "--dataset",
+            str(tmp_path / "prompts"), "--output_dir", str(out), "--max_steps", "1", "--eval_strategy", "no",
+            "--save_strategy", "no", "--push_to_hub", "true", "--hub_model_id", "me/t2i-run"]  # fmt: skip
+    assert main(argv) == 0
+    assert [name for name, _ in hub] == ["create_repo", "upload_folder"]
+    upload = hub[1][1]
+    for name in ("lora/pytorch_lora_weights.safetensors", "lora_ema/pytorch_lora_weights.safetensors",
+                 "r1vision_run.json", "README.md", "metrics.csv"):  # fmt: skip
+        assert name in upload["files"], name
+    card = upload["card"]
+    assert 'pipe.load_lora_weights("me/t2i-run", subfolder="lora_ema")' in card
+    assert (
+        "library_name: diffusers" in card and "t2i_smoke.yaml" in card and "`prompt_brightness` (1)" in card
+    )
+    snippet = card.split("```python\n", 1)[1].split("```", 1)[0]
+    compile(snippet, "card", "exec")  # the snippet is valid Python
+    run = json.loads((out / "r1vision_run.json").read_text())
+    assert run["max_sequence_length"] > 0 and run["kind"] == "t2i-grpo" and run["resolution"] == 16

@@ -581,11 +581,12 @@ class DiffusionGRPOTrainer(Trainer):
         if _internal_call:
             return
         target = Path(output_dir or self.args.output_dir)
-        self.export_final(target)
-        if self.args.should_save:
-            from r1vision.trainer.run_info import write_run_info
+        self.export_final(target)  # lora/ and lora_ema/ exist before the card and the upload
+        from r1vision.trainer.output import finish_output
 
-            write_run_info(target, {**self.run_settings(), **(getattr(self, "r1vision_run", None) or {})})
+        finish_output(
+            self, target, "t2i-grpo", {**self.run_settings(), **(getattr(self, "r1vision_run", None) or {})}
+        )
 
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
         super()._save_checkpoint(model, trial)

@@ -139,8 +139,63 @@ def push_folder(output_dir: str | os.PathLike, args: Any) -> str:
     return repo_id
 
 
-def finish_output(trainer: Any, output_dir: str | os.PathLike, kind: str) -> None:
-    """After the final save: run settings, stock files, merged LoRA model, model card, then the upload."""
+def t2i_model_card(settings: dict[str, Any], metrics: dict[str, str], repo_id: str | None = None) -> str:
+    """The card of a text-to-image run: what was trained from what, and the stock diffusers lines that load
+    the LoRA and draw an image as the run's evaluation did."""
+    from r1vision.versions import installed
+
+    base = settings.get("base_model") or "?"
+    where = repo_id or "OUTPUT_DIR"
+    side = settings.get("resolution") or 512
+    rewards = settings.get("rewards") or {}
+    lines = ["---", f"base_model: {base}" if base != "?" else "base_model: null", "library_name: diffusers",
+             "pipeline_tag: text-to-image", "tags: [r1vision, flow-grpo, lora]", "---", "",
+             f"# {repo_id or Path(str(settings.get('output_dir') or 'model')).name}", "",
+             f"A LoRA adapter for `{base}` trained with r1vision's text-to-image GRPO (Flow-GRPO) on "
+             f"`{settings.get('dataset') or '?'}`, rewards " + ", ".join(f"`{k}` ({v:g})" for k, v in rewards.items())
+             + f", recipe `{settings.get('recipe') or '(command line)'}`. `lora_ema/` holds the EMA weights (what the "
+             "evaluations used), `lora/` the last raw weights.", "", "```python", "import torch",
+             "from diffusers import StableDiffusion3Pipeline", "",
+             f'pipe = StableDiffusion3Pipeline.from_pretrained("{base}", torch_dtype=torch.bfloat16).to("cuda")',
+             f'pipe.load_lora_weights("{where}", subfolder="lora_ema")',
+             f'image = pipe("a sign that says \\"OPEN\\"", num_inference_steps={settings.get("eval_num_inference_steps") or 40}, '
+             f"guidance_scale={settings.get('guidance_scale') or 4.5}, height={side}, width={side},",
+             f"             max_sequence_length={settings.get('max_sequence_length') or 128}).images[0]", "```", "",
+             f"r1vision {installed('r1vision')}, diffusers {installed('diffusers')}, peft {installed('peft')}; "
+             "`r1vision_run.json` holds every setting, `eval_metrics.csv` the evaluations."]  # fmt: skip
+    if metrics:
+        keep = [k for k in metrics if k in ("step", "reward", "reward_std") or k.startswith("rewards/")]
+        lines += ["", "Final logged metrics (`metrics.csv`, last value of each):", ""]
+        lines += [f"- `{k}`: {metrics[k]}" for k in keep]
+    return "\n".join(lines) + "\n"
+
+
+def finish_output(
+    trainer: Any, output_dir: str | os.PathLike, kind: str, settings: dict[str, Any] | None = None
+) -> None:
+    """After the final save, for every r1vision trainer: the run record, what the kind adds (a VLM run: the
+    base model's stock files and a merged model for a LoRA run), the model card, then the one upload of the
+    complete folder."""
+    from r1vision.trainer.run_info import write_run_info
+
+    args = trainer.args
+    if not args.should_save:
+        return
+    settings = dict(settings or getattr(trainer, "r1vision_run", None) or trainer_settings(trainer, kind))
+    write_run_info(output_dir, settings)
+    repo_id = getattr(args, "hub_model_id", None)
+    described = {**settings, "output_dir": str(output_dir)}
+    if kind == "t2i-grpo":  # the LoRA folders are written by the trainer before this
+        card = t2i_model_card(described, final_metrics(output_dir), repo_id)
+    else:
+        _finish_vlm_folder(output_dir, settings)
+        card = model_card(described, final_metrics(output_dir), repo_id)
+    (Path(output_dir) / "README.md").write_text(card)
+    if getattr(args, "push_final_to_hub", False):
+        push_folder(output_dir, args)
+
+
+def _finish_vlm_folder(output_dir: str | os.PathLike, settings: dict[str, Any]) -> None:
     from r1vision.trainer.merge import (
         MERGED_SUBDIR,
         copy_stock_files,
@@ -148,13 +203,7 @@ def finish_output(trainer: Any, output_dir: str | os.PathLike, kind: str) -> Non
         merge_adapter,
         record_absolute_base,
     )
-    from r1vision.trainer.run_info import write_run_info
 
-    args = trainer.args
-    if not args.should_save:
-        return
-    settings = dict(getattr(trainer, "r1vision_run", None) or trainer_settings(trainer, kind))
-    write_run_info(output_dir, settings)
     base = settings.get("base_model")
     if base:
         copy_stock_files(str(base), output_dir)
@@ -163,13 +212,6 @@ def finish_output(trainer: Any, output_dir: str | os.PathLike, kind: str) -> Non
     if is_adapter_dir(output_dir):
         merged = merge_adapter(output_dir, os.path.join(output_dir, MERGED_SUBDIR))
         logger.info("LoRA adapter merged into a stand-alone model: %s", merged)
-    repo_id = getattr(args, "hub_model_id", None)
-    card = Path(output_dir) / "README.md"
-    card.write_text(
-        model_card({**settings, "output_dir": str(output_dir)}, final_metrics(output_dir), repo_id)
-    )
-    if getattr(args, "push_final_to_hub", False):
-        push_folder(output_dir, args)
 
 
 class FinalOutputMixin:

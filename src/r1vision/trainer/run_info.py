@@ -51,7 +51,11 @@ def write_run_info(output_dir: str | os.PathLike, settings: dict[str, Any]) -> P
     """Write ``settings`` to ``<output_dir>/r1vision_run.json``."""
     path = Path(output_dir) / RUN_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(settings, indent=2, sort_keys=True, default=str))
+    tmp = path.with_name(
+        path.name + ".tmp"
+    )  # atomic: a kill mid-write leaves the old record, not half of one
+    tmp.write_text(json.dumps(settings, indent=2, sort_keys=True, default=str))
+    os.replace(tmp, path)
     return path
 
 
