@@ -38,6 +38,7 @@ def usage() -> str:
 def _bad_input_errors() -> tuple[type[BaseException], ...]:
     """Exception types that mean bad input (a message for the user), not a bug."""
     from r1vision.commands._args import UsageError
+    from r1vision.rewards import UnknownRewardError
     from r1vision.tasks.loading import DatasetLoadError, DatasetValidationError
     from r1vision.tasks.options import TaskOptionError
     from r1vision.tasks.registry import RewardWeightsError, UnknownNameError
@@ -51,6 +52,7 @@ def _bad_input_errors() -> tuple[type[BaseException], ...]:
         DatasetValidationError,
         ImageLoadError,
         UnknownNameError,
+        UnknownRewardError,
         RewardWeightsError,
         PredictionFileError,
     )

@@ -95,7 +95,7 @@ def test_cli_estimate_and_dry_run(tmp_path, capsys):
     assert "peak (static + largest transient)" in out and "transformer 2,470 M" in out
     prompts = tmp_path / "p"
     prompts.mkdir()
-    (prompts / "train.txt").write_text('a sign that says "OPEN"\n')
+    (prompts / "train.txt").write_text('a sign that says "OPEN"\n' * 8)  # one generation: 8 prompts
     argv = ["t2i-grpo", "--config", "t2i_ocr_sd35m_1gpu", "--model", "sd3.5-medium", "--dataset", str(prompts),
             "--output_dir", str(tmp_path / "run"), "--dry-run"]  # fmt: skip
     assert main(argv) == 0

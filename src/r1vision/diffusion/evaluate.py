@@ -48,8 +48,9 @@ def score_records(
             records[i]["rewards"][name] = float(value) if good else None
             if good:
                 totals[i] = (totals[i] or 0.0) + weight * float(value)
-        if isinstance(func, OCRReward):
-            for record, read in zip(records, func.last_reads, strict=True):
+        inner = getattr(func, "__wrapped__", func)  # held to its range by r1vision.rewards.guard_reward
+        if isinstance(inner, OCRReward):
+            for record, read in zip(records, inner.last_reads, strict=True):
                 target = target_text(record["prompt"])
                 record["read"] = read
                 record["target"] = target

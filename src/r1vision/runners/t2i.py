@@ -51,11 +51,13 @@ class T2IScriptArguments:
 
 
 def build_rewards(names: list[str], options_json: Any) -> list[Any]:
-    """The reward callables ``names`` with their options (``reward_options``)."""
-    from r1vision.diffusion.rewards import resolve_reward
+    """The image rewards ``names`` with their options (``reward_options``), from the one registry
+    (:mod:`r1vision.rewards`), each held to its declared range."""
+    import r1vision.diffusion.rewards  # noqa: F401 - registers the image rewards
+    from r1vision import rewards
 
     options = options_mapping(options_json, "--reward_options") if options_json else {}
-    return [resolve_reward(name, options.get(name)) for name in names]
+    return [s.func for s in rewards.guarded(rewards.resolve(names, "image", options=options))]
 
 
 def parse_t2i_argv(argv: list[str]) -> tuple[T2IScriptArguments, Any]:
@@ -164,11 +166,12 @@ def run_t2i_grpo(script: T2IScriptArguments, config: Any) -> str:
     from r1vision.diffusion.trainer import DiffusionGRPOTrainer, check_prompt_count
     from r1vision.trainer.distributed import record_layout
 
+    config.check_generation_layout(config.world_size)  # before any model loads (also in the launched workers)
+    rewards = build_rewards(script.reward_funcs, script.reward_options)  # an unknown name, before the data
     train = load_prompts(script.dataset, script.dataset_split, limit=script.max_train_rows)
-    check_prompts(train, script.reward_funcs)  # before any model loads
+    check_prompts(train, script.reward_funcs)
     check_prompt_count(config, config.world_size, train)
     evald = load_eval_prompts(script, config)
-    rewards = build_rewards(script.reward_funcs, script.reward_options)
     trainer = DiffusionGRPOTrainer(
         script.model, rewards, args=config, train_dataset=train, eval_dataset=evald
     )

@@ -14,7 +14,7 @@ A task turns a dataset source (Hub id, local folder or file) into rows in *train
 
 Reward functions follow TRL's convention ``f(prompts, completions, **columns) -> list[float]``; each
 :class:`RewardSpec` declares the range its values lie in, which the runners enforce
-(:func:`guarded_rewards`).
+(:func:`guarded_rewards`). Both live in the one reward registry, :mod:`r1vision.rewards`.
 """
 
 from __future__ import annotations
@@ -27,29 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from r1vision.tasks.common import RewardFunc, guard_reward
+from r1vision.rewards import RewardFunc, RewardSpec
+from r1vision.rewards import guarded as guarded_rewards
 from r1vision.tasks.options import NoOptions, TaskOptionError, parse_options
 from r1vision.vision.budget import PixelBudget
 from r1vision.vision.records import align_predictions
 
 __all__ = ["EvalResult", "RewardFunc", "RewardSpec", "RunContext", "Task", "guarded_rewards"]
-
-
-@dataclass(frozen=True)
-class RewardSpec:
-    """A named reward function with its default weight and the range its values lie in."""
-
-    name: str
-    func: RewardFunc
-    weight: float = 1.0
-    low: float = 0.0
-    high: float = 1.0
-
-
-def guarded_rewards(specs: Sequence[RewardSpec]) -> list[RewardSpec]:
-    """``specs`` with every function held to its declared range: a raising reward scores its fallback and
-    non-finite or out-of-range values are clipped (:func:`~r1vision.tasks.common.guard_reward`)."""
-    return [RewardSpec(s.name, guard_reward(s.func, s.low, s.high), s.weight, s.low, s.high) for s in specs]
 
 
 @dataclass(frozen=True)

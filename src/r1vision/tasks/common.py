@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -90,23 +90,3 @@ def named(func: RewardFunc, name: str) -> RewardFunc:
     func.__name__ = name
     func.__qualname__ = name
     return func
-
-
-def guard_reward(func: RewardFunc, low: float, high: float) -> RewardFunc:
-    """Wrap a reward so a bug never crashes training or emits NaN.
-
-    A raising reward scores 0 for the batch (``low`` if 0 is out of range) and logs the traceback;
-    values are clipped to [``low``, ``high``] and non-finite ones replaced the same way.
-    """
-    fallback = 0.0 if low <= 0.0 <= high else low
-
-    def wrapped(prompts: Any, completions: Sequence[Any], **kwargs: Any) -> list[float]:
-        try:
-            values = func(prompts, completions, **kwargs)
-        except Exception:  # noqa: BLE001
-            logger.exception("reward %s failed; scoring %s", func.__name__, fallback)
-            return [fallback] * len(completions)
-        return [min(high, max(low, v)) if math.isfinite(v) else fallback for v in values]
-
-    wrapped.__name__ = func.__name__
-    return wrapped

@@ -8,7 +8,9 @@ import os
 import sys
 from collections.abc import Sequence
 
-from r1vision.tasks.base import RewardFunc, RewardSpec, Task
+from r1vision import rewards
+from r1vision.rewards import RewardFunc, RewardSpec, UnknownRewardError
+from r1vision.tasks.base import Task
 
 _REGISTRY: dict[str, type[Task] | str] = {}
 
@@ -25,11 +27,8 @@ def check_reward_weights(weights: Sequence[float] | None, names: Sequence[str]) 
         )
 
 
-class UnknownNameError(KeyError):
+class UnknownNameError(UnknownRewardError):
     """An unknown task or reward name, or a dotted path that cannot be imported; the message lists the names."""
-
-    def __str__(self) -> str:  # KeyError would quote the message
-        return str(self.args[0]) if self.args else ""
 
 
 def register_task(name: str, target: type[Task] | str) -> None:
@@ -72,71 +71,24 @@ def list_tasks() -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------ rewards
-_REWARDS: dict[str, RewardSpec] = {}
-
-
 def register_reward(
     name: str, func: RewardFunc, weight: float = 1.0, low: float = 0.0, high: float = 1.0
 ) -> None:
-    """Make ``func`` selectable as ``--reward_funcs name`` for every task (TRL's reward convention)."""
-    _REWARDS[name] = RewardSpec(name, func, weight, low, high)
+    """Make ``func`` selectable as ``--reward_funcs name`` for every task (TRL's reward convention): the
+    text kind of :func:`r1vision.rewards.register_reward`."""
+    rewards.register_reward(name, func, weight=weight, low=low, high=high, kind="text")
 
 
 def list_rewards() -> list[str]:
-    """Names registered with :func:`register_reward`."""
-    return sorted(_REWARDS)
+    """Names registered for the vision-language trainers."""
+    return rewards.registered("text")
 
 
 def resolve_rewards(task: Task, names: Sequence[str] | None, specs: Sequence[RewardSpec]) -> list[RewardSpec]:
-    """The rewards ``--reward_funcs`` names, like TRL's: a reward of the task (``specs``), a name registered
-    with :func:`register_reward`, or a dotted path ``my_module.fn`` imported from the working directory or
-    the Python path. ``None`` or empty keeps all of the task's rewards. Unknown names are an error that
-    lists the valid ones."""
-    wanted = [n.strip() for item in names or () for n in str(item).split(",") if n.strip()]
-    if not wanted:
-        return list(specs)
-    own = {s.name: s for s in specs}
-    out = []
-    for name in wanted:
-        if name in own:
-            out.append(own[name])
-        elif name in _REWARDS:
-            out.append(_REWARDS[name])
-        elif "." in name:
-            out.append(_import_reward(name))
-        else:
-            raise UnknownNameError(_unknown_reward(name, task.name, sorted(own)))
-    return out
-
-
-def _unknown_reward(name: str, task: str, own: list[str]) -> str:
-    """The refusal of an unknown reward name: a suggestion (TRL's ``accuracy_reward`` spelling included), then
-    every valid choice."""
-    from r1vision.suggest import closest
-
-    valid = own + list_rewards()
-    bare = name.removesuffix("_reward")  # TRL's spelling (accuracy_reward) of our `accuracy`
-    close = (bare if bare in valid else None) or closest(bare, valid) or next(
-        (v for v in valid if bare in v.split("_")), None)  # fmt: skip
-    hint = f" (did you mean {close!r}?)" if close else ""
-    registered = f", a registered one ({', '.join(list_rewards())})" if list_rewards() else ""
-    return (
-        f"unknown reward {name!r} for task {task!r}{hint}; valid: the task's ({', '.join(own)})"
-        f"{registered}, or a dotted path module.function"
-    )
-
-
-def _import_reward(path: str) -> RewardSpec:
-    module_name, _, attr = path.rpartition(".")
-    _on_path_cwd()
-    try:
-        func = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise UnknownNameError(f"cannot import reward function {path!r}: {exc}") from exc
-    if not callable(func):
-        raise UnknownNameError(f"reward {path!r} is not callable")
-    # The range of an outside function is not known: nothing is assumed about it.
-    return RewardSpec(attr, func, 1.0, float("-inf"), float("inf"))
+    """The rewards ``--reward_funcs`` names, like TRL's: a reward of the task (``specs``), a registered name,
+    or a dotted path ``my_module.fn`` (:func:`r1vision.rewards.resolve`). ``None`` or empty keeps all of the
+    task's rewards. Unknown names are an error that lists the valid ones."""
+    return rewards.resolve(names, "text", specs, context=task.name)
 
 
 def _on_path_cwd() -> None:

@@ -1,67 +1,65 @@
-"""Rewards for text-to-image GRPO: callables ``f(prompts, images, **columns) -> list[float | None]``.
+"""Rewards for text-to-image GRPO, registered in the one reward registry (:mod:`r1vision.rewards`, kind
+``"image"``): callables ``f(prompts, images, **columns) -> list[float | None]`` with the range they declare.
 
-By name (``--reward_funcs ocr brightness``): ``ocr`` (Flow-GRPO scoring), ``ocr_strict`` (no substring
-credit), ``brightness``, ``prompt_brightness``, ``redness``, ``blueness``, ``position``; model-based ones
-take a local path in ``reward_options`` (``{"clip_score": {"path": "..."}}``, ``pickscore``, ``aesthetic``);
-anything else is a dotted path ``my_module.fn`` or a name registered with :func:`register_reward`.
-``None`` means "no signal for this sample" (it becomes NaN and is skipped by the weighted sum).
+By name (``--reward_funcs ocr brightness``): ``ocr`` (Flow-GRPO scoring) and ``ocr_strict`` (no substring
+credit), both in [0, 1]; ``brightness``, ``prompt_brightness``, ``redness``, ``blueness``, ``position`` in
+[0, 1]; model-based ones built from a local path in ``reward_options`` (``{"clip_score": {"path": "..."}}``):
+``clip_score`` in [0, 1], ``pickscore`` in [-4, 4] (Flow-GRPO's ``exp(logit_scale) * cos / 26``),
+``aesthetic`` in [-1, 2] (the LAION predictor's score / 10, loosely bounded); anything else is a dotted path
+``my_module.fn`` or a name registered with ``r1vision.rewards.register_reward(..., kind="image")``. ``None``
+means "no signal for this sample" (it becomes NaN and is skipped by the weighted sum).
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from r1vision import rewards
 from r1vision.diffusion.rewards.image_stats import blueness, brightness, position, prompt_brightness, redness
 from r1vision.diffusion.rewards.ocr import OCRReward, ocr_score, target_text
 
 ImageReward = Callable[..., list]
 
-_FACTORIES: dict[str, Callable[..., ImageReward]] = {
-    "ocr": lambda **kw: OCRReward(**kw),
-    "ocr_strict": lambda **kw: OCRReward(**{"mode": "strict", **kw}),
-    "brightness": lambda **kw: brightness,
-    "prompt_brightness": lambda **kw: prompt_brightness,
-    "redness": lambda **kw: redness,
-    "blueness": lambda **kw: blueness,
-    "position": lambda **kw: position,
-}
+
+def _clip_score(**options: Any) -> ImageReward:
+    from r1vision.diffusion.rewards.scorers import CLIPScore
+
+    return CLIPScore(**options)
 
 
-def _model_rewards() -> dict[str, Callable[..., ImageReward]]:
-    from r1vision.diffusion.rewards.scorers import AestheticScore, CLIPScore, pickscore
+def _pickscore(**options: Any) -> ImageReward:
+    from r1vision.diffusion.rewards.scorers import pickscore
 
-    return {"clip_score": CLIPScore, "pickscore": pickscore, "aesthetic": AestheticScore}
+    return pickscore(**options)
 
 
-def register_reward(name: str, factory: Callable[..., ImageReward]) -> None:
-    """Make ``name`` usable in ``--reward_funcs``; ``factory(**options)`` returns the callable."""
-    _FACTORIES[name] = factory
+def _aesthetic(**options: Any) -> ImageReward:
+    from r1vision.diffusion.rewards.scorers import AestheticScore
+
+    return AestheticScore(**options)
+
+
+for _name, _func in (("brightness", brightness), ("prompt_brightness", prompt_brightness), ("redness", redness),
+                     ("blueness", blueness), ("position", position)):  # fmt: skip
+    rewards.register_reward(_name, _func, kind="image")
+rewards.register_reward("ocr", factory=lambda **kw: OCRReward(**kw), kind="image")
+rewards.register_reward(
+    "ocr_strict", factory=lambda **kw: OCRReward(**{"mode": "strict", **kw}), kind="image"
+)
+rewards.register_reward("clip_score", factory=_clip_score, kind="image")
+rewards.register_reward("pickscore", factory=_pickscore, kind="image", low=-4.0, high=4.0)
+rewards.register_reward("aesthetic", factory=_aesthetic, kind="image", low=-1.0, high=2.0)
+
+
+def resolve_reward(name: str, options: Mapping[str, Any] | None = None) -> ImageReward:
+    """The image reward ``name`` (see the module docstring) built with ``options``, held to its range."""
+    (spec,) = rewards.guarded(rewards.resolve([name], "image", options={name: dict(options or {})}))
+    return spec.func
 
 
 def reward_names() -> list[str]:
-    return sorted([*_FACTORIES, "clip_score", "pickscore", "aesthetic"])
+    return rewards.registered("image")
 
 
-def resolve_reward(name: str, options: dict[str, Any] | None = None) -> ImageReward:
-    """The reward ``name`` (see the module docstring) built with ``options``."""
-    options = dict(options or {})
-    if name in _FACTORIES:
-        return _FACTORIES[name](**options)
-    models = {"clip_score", "pickscore", "aesthetic"}
-    if name in models:
-        return _model_rewards()[name](**options)
-    if "." in name:
-        module, _, attr = name.rpartition(".")
-        try:
-            func = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError) as exc:
-            raise ValueError(f"reward {name!r}: cannot import it ({exc})") from None
-        return func(**options) if options else func
-    raise ValueError(
-        f"unknown reward {name!r}; use one of {', '.join(reward_names())} or a dotted path module.fn"
-    )
-
-
-__all__ = ["OCRReward", "ocr_score", "target_text", "resolve_reward", "register_reward", "reward_names"]
+__all__ = ["OCRReward", "ocr_score", "target_text", "resolve_reward", "reward_names"]
