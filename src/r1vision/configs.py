@@ -12,7 +12,10 @@ from __future__ import annotations
 import sys
 import sysconfig
 from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 SCHEME = "r1vision://"
 
@@ -95,3 +98,65 @@ def shipped_files() -> list[tuple[str, Path]]:
     if not dirs:
         return []
     return [(str(p.relative_to(dirs[0])), p) for p in sorted(dirs[0].rglob("*")) if p.is_file()]
+
+
+def read_recipe(name: str | Path) -> dict[str, Any]:
+    """The one reader of a recipe: ``name`` resolved as ``--config`` resolves it (a path, a shipped recipe
+    name, ``r1vision://...``), read as YAML. Raises ``FileNotFoundError`` (what exists instead) or
+    ``ValueError`` (not YAML, or not a mapping of option: value), each naming the file."""
+    import yaml
+
+    path = resolve_config(str(name))
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ValueError(f"--config {path}: not YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"--config {path}: a recipe is a mapping of option: value")
+    return data
+
+
+@dataclass(frozen=True)
+class CommandLine:
+    """One reading of a command line and its recipe, for everything that looks at flags before (or besides)
+    TRL's parser: ``--a_b`` and ``--a-b`` are one flag, ``--flag=value`` and ``--flag value`` one value, a bare
+    flag is ``"true"`` (as TRL reads a boolean), and ``--config`` names a path or a shipped recipe."""
+
+    argv: tuple[str, ...]
+
+    @classmethod
+    def of(cls, argv: Sequence[str]) -> CommandLine:
+        return cls(tuple(argv))
+
+    @cached_property
+    def flags(self) -> dict[str, str | None]:
+        """``{name: value}`` of the flags given (underscored names; ``None`` for a bare flag)."""
+        return flag_values(self.argv)
+
+    @cached_property
+    def recipe(self) -> dict[str, Any]:
+        """The ``--config`` recipe's options (``{}`` without one)."""
+        name = recipe_path(self.argv)
+        return read_recipe(name) if name else {}
+
+    def value(self, key: str) -> Any:
+        """``key``'s value: the command line's (a bare flag is ``"true"``), else the recipe's, else ``None``."""
+        if key in self.flags:
+            return "true" if self.flags[key] is None else self.flags[key]
+        return self.recipe.get(key)
+
+    def without(self, *names: str) -> list[str]:
+        """The command line without the flags ``names`` (any spelling) and their values."""
+        drop = {n.replace("-", "_") for n in names}
+        out, skip = [], False
+        for arg in self.argv:
+            name = arg[2:].split("=", 1)[0].replace("-", "_") if arg.startswith("--") else ""
+            if skip:
+                skip = False
+                if not arg.startswith("--"):
+                    continue
+            if name in drop:
+                skip = "=" not in arg
+                continue
+            out.append(arg)
+        return out

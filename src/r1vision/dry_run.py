@@ -65,19 +65,10 @@ def _pop_flag(argv: list[str], flag: str, cast: type, default: Any) -> Any:
 
 def _recipe_value(argv: Sequence[str], key: str) -> Any:
     """A field's value from the command line (a bare boolean flag is ``"true"``, as TRL's parser reads
-    it), else from the ``--config`` YAML (None when unset)."""
-    from r1vision.configs import flag_values, recipe_path
+    it), else from the ``--config`` recipe (None when unset): :class:`r1vision.configs.CommandLine`."""
+    from r1vision.configs import CommandLine
 
-    values = flag_values(argv)
-    if key in values:
-        return "true" if values[key] is None else values[key]
-    recipe = recipe_path(argv)
-    if recipe:
-        import yaml
-
-        with open(recipe) as f:
-            return (yaml.safe_load(f) or {}).get(key)
-    return None
+    return CommandLine.of(argv).value(key)
 
 
 def _truthy(value: Any) -> bool:

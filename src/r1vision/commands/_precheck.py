@@ -160,21 +160,12 @@ def check_trackers(names: Sequence[str]) -> None:
 def _recipe(values: dict[str, str | None]) -> dict[str, Any]:
     if not values.get("config"):
         return {}
-    from r1vision.configs import resolve_config
+    from r1vision.configs import read_recipe
 
     try:
-        path = resolve_config(str(values["config"]))
-    except FileNotFoundError as exc:
+        return read_recipe(str(values["config"]))
+    except (FileNotFoundError, ValueError) as exc:
         raise UsageError(str(exc)) from None
-    import yaml
-
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise UsageError(f"--config {path}: not YAML ({str(exc).splitlines()[0]})") from None
-    if not isinstance(data, dict):
-        raise UsageError(f"--config {path}: a recipe is a mapping of option: value")
-    return data
 
 
 def check_train_argv(kind: str, argv: Sequence[str]) -> None:

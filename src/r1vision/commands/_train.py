@@ -132,17 +132,9 @@ def parse(command: str, argv: Sequence[str]) -> tuple[Any, Any]:
 
 def without_launch_flags(argv: Sequence[str]) -> list[str]:
     """``argv`` without the launcher's own flags (``--num_processes``, ``--accelerate_config``, any spelling)."""
-    out, skip = [], False
-    for arg in argv:
-        name = arg[2:].split("=", 1)[0].replace("-", "_") if arg.startswith("--") else ""
-        if skip:
-            skip = False
-            continue
-        if name in ("num_processes", "accelerate_config"):
-            skip = "=" not in arg
-            continue
-        out.append(arg)
-    return out
+    from r1vision.configs import CommandLine
+
+    return CommandLine.of(argv).without("num_processes", "accelerate_config")
 
 
 def launch_argv(kind: str, argv: Sequence[str]) -> list[str] | None:

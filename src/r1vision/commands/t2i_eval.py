@@ -50,19 +50,9 @@ def relaunch(command: str, argv: Sequence[str], n: int) -> int | None:
 
     if n <= 1 or os.environ.get("WORLD_SIZE"):
         return None
-    from r1vision.configs import flag_values
+    from r1vision.configs import CommandLine
 
-    rest, skip = [], False
-    for arg in argv:  # the launcher's flag is not the command's
-        if skip:
-            skip = False
-            continue
-        name = arg[2:].split("=", 1)[0].replace("-", "_") if arg.startswith("--") else ""
-        if name == "num_processes":
-            skip = "=" not in arg
-            continue
-        rest.append(arg)
-    assert "num_processes" not in flag_values(rest)
+    rest = CommandLine.of(argv).without("num_processes")  # the launcher's flag is not the command's
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(n),
            "-m", "r1vision.cli", command, *rest]  # fmt: skip
     print(f"r1vision {command}: launching {' '.join(cmd)}", file=sys.stderr)

@@ -204,12 +204,9 @@ def apply_recipe(a: Any, argv: Sequence[str]) -> None:
     """Fill ``a`` from ``a.config`` (a training recipe) where the command line did not set a value;
     refuse settings the servers cannot honour (tensor parallelism, no model)."""
     if a.config:
-        import yaml
+        from r1vision.configs import read_recipe
 
-        with open(a.config) as f:
-            recipe = yaml.safe_load(f) or {}
-        if not isinstance(recipe, dict):
-            raise ValueError(f"{a.config}: a recipe is a YAML mapping of config fields")
+        recipe = read_recipe(a.config)  # a path or a shipped recipe name, as --config everywhere
         given = {arg.split("=", 1)[0].lstrip("-").replace("-", "_") for arg in argv if arg.startswith("--")}
         for key, option in RECIPE_KEYS.items():
             if option is None or key not in recipe or option in given or recipe[key] is None:
@@ -264,7 +261,7 @@ def vllm_serve_main(argv: Sequence[str] | None = None) -> int:
     a = p.parse_args(argv)
     try:
         apply_recipe(a, argv)
-    except ValueError as exc:
+    except (ValueError, FileNotFoundError) as exc:  # a bad recipe or name: one line
         print(f"vllm-serve: {exc}", file=sys.stderr, flush=True)
         return 2
     server_args = vllm_server_args(a) if a.server == "vllm" else _r1vision_server_args(a)

@@ -114,11 +114,9 @@ def parse_train_argv(kind: str, argv: Sequence[str]) -> tuple[ScriptArguments, A
     script, config = parser.parse_args_and_config(argv)
     recipe = recipe_path(argv)
     if recipe and any(a == "--task_options" or a.startswith("--task_options=") for a in argv):
-        import yaml
+        from r1vision.configs import read_recipe
 
-        with open(recipe) as f:
-            recipe_options = (yaml.safe_load(f) or {}).get("task_options")
-        script.task_options = merge_options(recipe_options, script.task_options)
+        script.task_options = merge_options(read_recipe(recipe).get("task_options"), script.task_options)
     script.recipe = recipe  # recorded in r1vision_run.json and the model card
     return script, config
 
