@@ -392,6 +392,12 @@ def test_rules_do_not_overrule_math_verify_where_it_is_right(prediction, solutio
         ("\\boxed{4}, \\boxed{5}", "\\boxed{5}", False),
         ("\\boxed{4} or \\boxed{5}", "5", False),
         ("\\boxed{2}, \\boxed{-2}", "\\pm 2", True),
+        # a box after words is a self-correction: the later one is the answer (MAYE, math-verify)
+        ("so \\boxed{5} ... wait, let me re-check: \\boxed{7}", "7", True),
+        ("so \\boxed{5} ... wait, let me re-check: \\boxed{7}", "5", False),
+        ("\\boxed{5}. Actually the answer is \\boxed{7}", "\\boxed{7}", True),
+        ("\\boxed{-2} or \\boxed{2}", "2", False),  # a hedge still scores nothing
+        ("\\boxed{2} and \\boxed{-2}", "2, -2", True),  # the question asked for both
         ("x = \\boxed{4}, so the answer is \\boxed{4}", "4", True),  # a repeat is one value
         ("First \\boxed{3}.\n\nSo the final answer is \\boxed{5}", "5", True),
         ("<think>\\boxed{3}</think> \\boxed{5}", "5", True),

@@ -83,8 +83,14 @@ def extract_boxed(text: str) -> str | None:
     return boxes[-1][2] if boxes else None
 
 
-# Boxes closer than this (and not separated by a blank line) belong to one answer: "\boxed{2}, \boxed{-2}".
+# Boxes closer than this and separated only by list punctuation belong to one answer: "\boxed{2}, \boxed{-2}".
 _GROUP_GAP = 80
+# What may stand between the boxes of one multi-valued answer: punctuation, spacing, "or", "and". Anything
+# else (words: "wait, let me re-check:") makes the later box a self-correction, which replaces the earlier.
+_SEPARATOR = re.compile(
+    r"(?:[\s,;:$&.]|\\quad|\\qquad|\\[,;:! ]|\\text\{\s*(?:or|and)\s*\}|\bor\b|\band\b)*",
+    re.IGNORECASE,
+)
 
 
 def _answer_section(text: str) -> str:
@@ -100,9 +106,10 @@ def answer_parts(text: str, reference: bool = False, count: int | None = None) -
     A reference (a dataset's ``solution``) answers with all its boxes: mm_math boxes each part of a
     multi-part question. Model text answers with its last ``count`` boxes when ``count`` is given (the
     reference's part count), else with the last box and the boxes written just before it (closer than
-    80 characters, no blank line between: ``\\boxed{2}, \\boxed{-2}``), so a hedge of several boxed values
-    is one multi-valued answer, not its last value; repeats of one value count once. Empty when the text
-    has no complete box.
+    80 characters, only punctuation, "or" or "and" between: ``\\boxed{2}, \\boxed{-2}``), so a hedge of
+    several boxed values is one multi-valued answer, not its last value, while a box after words ("wait, let
+    me re-check: \\boxed{7}") is a self-correction that replaces the earlier ones, as MAYE and math-verify
+    read it. Repeats of one value count once. Empty when the text has no complete box.
     """
     if not isinstance(text, str):
         return []
@@ -116,8 +123,8 @@ def answer_parts(text: str, reference: bool = False, count: int | None = None) -
     group = [boxes[-1]]
     for box in reversed(boxes[:-1]):
         gap = section[box[1] : group[0][0]]
-        if len(gap) > _GROUP_GAP or "\n\n" in gap:
-            break
+        if len(gap) > _GROUP_GAP or "\n\n" in gap or not _SEPARATOR.fullmatch(gap):
+            break  # a later box after words is a self-correction: the earlier ones are not the answer
         group.insert(0, box)
     parts = [content for _, _, content in group]
     return parts if len(set(parts)) > 1 else parts[-1:]
