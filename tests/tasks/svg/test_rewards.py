@@ -196,3 +196,18 @@ def test_small_ground_truth_images_are_not_upsampled_and_a_blank_page_earns_no_e
     assert rows[2]["pixel"] < 0.01 and rows[2]["edge"] == 0.0
     visual = [0.3 * (r["pixel"] + r["ssim"] + r["edge"]) for r in rows]
     assert visual[0] > visual[1] > visual[2]
+
+
+def test_a_term_no_reward_weighs_is_not_computed():
+    """The colour term cost 21-23 % of a score even at weight 0: the task's scorer skips it then."""
+    from r1vision.tasks import get_task
+    from r1vision.tasks.base import RunContext
+
+    task = get_task("svg")
+    off = task.rewards(task.parse_options({}), RunContext())
+    on = task.rewards(task.parse_options({"weights": {"colour": 0.3}}), RunContext())
+    scorer_of = lambda specs: next(  # noqa: E731 - the scorer the term rewards share
+        c.cell_contents for c in specs[0].func.__closure__ or () if type(c.cell_contents).__name__ == "SVGScorer"
+    )
+    assert scorer_of(off).config.colour is False and scorer_of(on).config.colour is True
+    assert [s.name for s in on if s.name == "svg_colour"] == ["svg_colour"]

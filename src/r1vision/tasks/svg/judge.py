@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from .rewards import SVGScorer, gt_columns
+
 RUBRIC_WEIGHTS = {"presence": 0.25, "layout": 0.25, "connectivity": 0.25, "details": 0.25}
 RUBRIC = (
     "The first image is a target figure; the second is a rendering of SVG code written to reproduce it. "
@@ -383,7 +385,6 @@ def _image_key(image: np.ndarray) -> str:
 
 def make_judge_reward(config: JudgeConfig, scorer: Any = None, judge: VLMJudge | None = None):
     """TRL reward ``svg_judge`` in [0, 1]: the rubric total for each completion that renders, else 0."""
-    from .rewards import SVGScorer, gt_columns
 
     scorer = scorer or SVGScorer()
     judge = judge or VLMJudge(config)

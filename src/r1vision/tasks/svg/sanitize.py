@@ -217,8 +217,22 @@ def _max_depth(root) -> int:
 
 
 # Elements whose children are not drawn where they stand: only a reference (use, url(#id)) draws them.
-_NOT_DRAWN = {"defs", "symbol", "marker", "pattern", "clipPath", "mask", "filter", "linearGradient",
-              "radialGradient", "style", "title", "desc", "metadata", "script"}  # fmt: skip
+_NOT_DRAWN = {
+    "defs",
+    "symbol",
+    "marker",
+    "pattern",
+    "clipPath",
+    "mask",
+    "filter",
+    "linearGradient",
+    "radialGradient",
+    "style",
+    "title",
+    "desc",
+    "metadata",
+    "script",
+}
 _XLINK_HREF = "{http://www.w3.org/1999/xlink}href"
 
 

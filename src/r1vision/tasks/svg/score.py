@@ -62,10 +62,12 @@ class RewardConfig:
     timeout_s: float | None = None  # per render; None = the pool's
     gt_cache_size: int = 256  # ~0.5 MB each at 512 px
     score_cache_size: int = 4096
+    colour: bool = True  # compute the colour term (off when no reward weighs it: 21-23 % of a score's time)
 
     def compare_fields(self) -> dict[str, float]:
         """The fields the scoring math needs (what a worker receives)."""
         return {
+            "colour": float(self.colour),
             "blur_sigma": self.blur_sigma,
             "structure_threshold": self.structure_threshold,
             "edge_threshold": self.edge_threshold,
@@ -271,8 +273,10 @@ def score(gt: Prepared, pred: np.ndarray, config: dict | RewardConfig | None = N
         precision = float(np.count_nonzero(edges & gt.edges_dilated)) / nb
         recall = float(np.count_nonzero(gt.edges & _dilate(edges, int(cfg["edge_tolerance"])))) / gt.n_edges
         edge = 0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall)
-    both = gt.inked & (ink > _INKED)  # ``ink`` is registered onto the ground truth already
-    if not both.any():
+    both = gt.inked & (ink > _INKED) if cfg.get("colour", 1.0) else None  # registered onto the GT already
+    if both is None:  # no reward weighs the colour term: not computed
+        colour = 0.0
+    elif not both.any():
         colour = 1.0 if not gt.has_ink and not bool(ink.max() > 0.1) else 0.0
     else:
         rgb = pred.astype(np.float32) / 255

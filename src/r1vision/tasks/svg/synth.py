@@ -15,11 +15,32 @@ from pathlib import Path
 from typing import Any
 
 from r1vision.tasks.svg.prompts import PROMPT
+from r1vision.tasks.svg.render import RenderPool, default_pool
 
 WORDS = (
-    "Input", "Encoder", "Decoder", "Attention", "Loss", "Output", "Image", "Text", "Fusion", "Pool",
-    "Conv", "MLP", "Norm", "Embed", "Query", "Key", "Value", "Memory", "Policy", "Reward", "Critic", "Data",
-)  # fmt: skip
+    "Input",
+    "Encoder",
+    "Decoder",
+    "Attention",
+    "Loss",
+    "Output",
+    "Image",
+    "Text",
+    "Fusion",
+    "Pool",
+    "Conv",
+    "MLP",
+    "Norm",
+    "Embed",
+    "Query",
+    "Key",
+    "Value",
+    "Memory",
+    "Policy",
+    "Reward",
+    "Critic",
+    "Data",
+)
 PALETTE = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C")
 FILLS = ("#DCE6F2", "#FBE5D6", "#E2F0D9", "#F8D7DA", "#E4DFEC", "#FFF2CC", "#FFFFFF")
 
@@ -146,8 +167,6 @@ def synth_svg(
     import pyarrow as pa
     import pyarrow.parquet as pq
     from PIL import Image
-
-    from r1vision.tasks.svg.render import RenderPool, default_pool
 
     if n <= 0:
         raise ValueError(f"n must be positive, got {n}")

@@ -20,8 +20,10 @@ def _check_pairs(pairs: Sequence[str], what: str) -> None:
     for p in pairs:
         colour, _, shape = p.partition(" ")
         if colour not in COLOURS or shape not in SHAPES:
-            raise ValueError(f"{what}: {p!r} is not '<colour> <shape>' with colour in {sorted(COLOURS)} and "
-                             f"shape in {list(SHAPES)}")  # fmt: skip
+            raise ValueError(
+                f"{what}: {p!r} is not '<colour> <shape>' with colour in {sorted(COLOURS)} and "
+                f"shape in {list(SHAPES)}"
+            )
 
 
 def shape_svg(shape: str, colour: str, cx: int, cy: int, a: int, b: int) -> str:

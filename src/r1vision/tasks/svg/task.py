@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from ..base import EvalResult, RewardSpec, RunContext, Task
 from ..options import option
+from .data import load_svg_dataset
 from .evaluate import evaluate
 from .prompts import PROMPT
-from .rewards import RewardConfig, SVGScorer, make_rewards
+from .rewards import DEFAULT_WEIGHTS, RewardConfig, SVGScorer, make_rewards
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,6 @@ class SVGTask(Task):
 
     def load(self, source: str | Path, split: str, opts: SVGOptions, run: RunContext):
         """Trainer rows (the trainer's resize does not change the SVG target, so the budget plays no part)."""
-        from .data import load_svg_dataset
 
         return load_svg_dataset(
             source,
@@ -68,7 +68,10 @@ class SVGTask(Task):
         """One reward per term (``weights``), or one ``svg_visual`` (``combined``); ``judge`` adds the VLM
         judge (a dict of :class:`~.judge.JudgeConfig` fields, or ``"auto"`` to use ``GEMINI_API_KEY`` /
         ``R1VISION_JUDGE_URL`` when set)."""
-        scorer = SVGScorer(opts.reward_config())
+        config = opts.reward_config() or RewardConfig()
+        if not {**DEFAULT_WEIGHTS, **dict(opts.weights or {})}.get("colour"):
+            config = replace(config, colour=False)  # a term no reward weighs is not computed
+        scorer = SVGScorer(config)
         specs = make_rewards(opts.weights, combined=opts.combined, scorer=scorer)
         if opts.judge:
             from .judge import JudgeConfig, make_judge_reward
