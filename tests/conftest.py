@@ -32,6 +32,25 @@ def _guarded_os_exit(code: int) -> None:
 os._exit = _guarded_os_exit
 
 
+def _clear_stale_build_locks(max_age_s: float = 600.0) -> list[Path]:
+    """Remove torch-extension build locks older than ``max_age_s``: a process killed while DeepSpeed built its
+    CPU op leaves ``lock`` behind, and every later ZeRO test then waits on it until its timeout (1,800 s)."""
+    import time
+
+    root = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions")
+    removed = []
+    for lock in root.glob("*/*/lock") if root.is_dir() else []:
+        if time.time() - lock.stat().st_mtime > max_age_s:
+            lock.unlink(missing_ok=True)
+            removed.append(lock)
+    return removed
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    for lock in _clear_stale_build_locks():
+        print(f"removed a stale torch-extension build lock: {lock}")
+
+
 @pytest.fixture(scope="session")
 def tiny_model():
     """``tiny_model(family)`` -> path of a cached tiny model folder."""

@@ -35,6 +35,8 @@ import pytest
 from tests.helpers.paths import ROOT
 from tests.helpers.stock import stock_load
 
+pytestmark = pytest.mark.slow  # the whole recipe chain: minutes
+
 RECIPES = ROOT / "configs" / "recipes"
 LONG = ["--max_completion_length", "16"]  # the one length override; see the module docstring
 
@@ -193,7 +195,6 @@ def _metrics(run: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", list(CHAINS))
 def test_recipe_chain(acceptance, name):
     work, results = acceptance
@@ -242,7 +243,6 @@ def test_recipe_chain(acceptance, name):
     assert metrics and all(isinstance(v, (int, float)) for v in metrics.values())
 
 
-@pytest.mark.slow
 def test_a_grpo_recipe_moves_the_weights(acceptance):
     """At least one GRPO recipe gets reward spread on a random model and really updates: geometry's
     ``no_eos`` reward differs between completions that stop and ones that run to the limit."""

@@ -133,6 +133,7 @@ def test_command_modules_import_nothing_heavy() -> None:
     assert out.strip() == "[]"
 
 
+@pytest.mark.slow
 def test_no_deepspeed_accelerator_warning_on_a_cpu_machine(tiny_model, color_dir, tmp_path):
     """DeepSpeed's "Setting accelerator to CPU" warning used to appear on every command importing transformers."""
     import shutil

@@ -7,9 +7,12 @@ from __future__ import annotations
 import json
 import subprocess
 
+import pytest
+
 from tests.helpers.paths import ROOT, env_with_src
 
 
+@pytest.mark.slow
 def test_cpu_smoke_runs_every_phase(tmp_path):
     out = tmp_path / "gc"
     env = env_with_src(OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
@@ -71,6 +74,7 @@ def test_a_rerun_into_the_same_folder_starts_each_run_clean(tmp_path):
     assert (tmp_path / "runs" / "trl-full.json").exists()  # another run's result stays
 
 
+@pytest.mark.slow
 def test_the_check_refuses_a_machine_without_cuda_outside_smoke_mode(tmp_path):
     """Without --cpu-smoke a machine without CUDA is a FAIL (the old check passed while training on CPU)."""
     import pytest

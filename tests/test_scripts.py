@@ -286,6 +286,7 @@ def test_gpu_stack_check_runs_every_check(tmp_path):
     assert proc.returncode == 1 and "FAIL  selftest-zero3-hf" in proc.stdout
 
 
+@pytest.mark.slow
 def test_sft_local_script_trains_on_cpu(tmp_path, tiny_model, color_dir):
     env = dict(os.environ, NUM_GPUS="1", PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     out = tmp_path / "sft"
@@ -318,6 +319,7 @@ def test_sbatch_sft_and_infer_steps_request_resources(fake_slurm, script, comman
 
 
 # ------------------------------------------------------------------------------------------- 7. launchers
+@pytest.mark.slow
 def test_launchers_without_gpu_keep_relative_paths(tiny_model, color_dir, tmp_path):
     """Without nvidia-smi and NUM_GPUS the launchers exited 127 silently and cd'ed to the repo root."""
     path = ":".join(p for p in os.environ["PATH"].split(":") if not (Path(p) / "nvidia-smi").exists())

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.helpers.paths import ROOT
 
 SRC = str(ROOT / "src")
@@ -42,6 +44,7 @@ print(type(AutoProcessor.from_pretrained(MODEL)).__name__)
 """
 
 
+@pytest.mark.slow
 def test_processors_registered_before_any_load(tiny_model) -> None:
     model = tiny_model("qwen2_vl")
     # r1vision first, transformers later (the hook registers right after transformers is imported) ...

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from tests.helpers.paths import ROOT
@@ -13,6 +14,7 @@ from tests.helpers.paths import ROOT
 SCRIPT = ROOT / "benchmarks" / "bench_backends.py"
 
 
+@pytest.mark.slow
 def test_benchmark_runs_fixed_length_rollouts(tmp_path):
     """Every completion is exactly --max-completion tokens (EOS suppressed), so backends do equal work."""
     out = tmp_path / "rows.json"

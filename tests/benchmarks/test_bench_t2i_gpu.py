@@ -8,11 +8,14 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.helpers.paths import ROOT
 
 SCRIPT = ROOT / "benchmarks" / "bench_t2i_gpu.py"
 
 
+@pytest.mark.slow
 def test_cpu_smoke_runs_the_gpu_benchmark_path(tmp_path):
     out = tmp_path / "r.json"
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT / "src"))

@@ -74,6 +74,7 @@ def test_quantised_loading_without_cuda_is_one_line(tmp_path, capsys, flag):
     assert f"{flag} needs a CUDA GPU" in err and len(err.splitlines()) == 1 and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_num_processes_launches_through_accelerate_like_trl(tiny_model, color_dir, tmp_path):
     """`r1vision grpo --num_processes 2` (as `trl grpo --num_processes 2`): two gloo processes on a CPU."""
     out = tmp_path / "run"

@@ -51,6 +51,7 @@ def test_sd35m_recipes_run_at_tiny_scale(recipe, data, tmp_path):
     assert run["guidance_scale"] == 4.5 and run["lora_r"] == 32  # the recipe's own settings stayed
 
 
+@pytest.mark.slow
 def test_smoke_recipe_learns_and_t2i_eval_reads_its_lora(data, tmp_path):
     out = tmp_path / "smoke"
     argv = ["t2i-grpo", "--config", "t2i_smoke", "--model", str(data / "pixel"), "--dataset", str(data / "prompts"),

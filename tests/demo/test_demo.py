@@ -2,9 +2,12 @@
 
 import json
 
+import pytest
+
 from r1vision.cli import main
 
 
+@pytest.mark.slow
 def test_demo_quick(tmp_path, capsys):
     """The quick demo runs every stage and writes every output; numbers are checked for range only."""
     import csv

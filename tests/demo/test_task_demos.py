@@ -20,6 +20,7 @@ from r1vision.cli import main
          "svg_ssim", "svg_edge", "svg_colour"), "contact_sheet.png"),
     ],
 )  # fmt: skip
+@pytest.mark.slow
 def test_quick_task_demo_writes_every_output(tmp_path, capsys, task, metrics, rewards, picture):
     assert (
         main(["demo", "--task", task, "--quick", "--quiet", "--threads", "1", "--output_dir", str(tmp_path)])

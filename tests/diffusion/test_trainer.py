@@ -139,6 +139,7 @@ def test_ocr_prompts_without_a_quoted_target_are_refused_by_line(tmp_path):
     check_prompts(rows, ["brightness"])  # only OCR rewards need a target
 
 
+@pytest.mark.slow
 def test_the_tiny_pixel_model_learns_the_prompt_conditioned_brightness(tiny_sd3, prompts, tmp_path):
     """The learning proof at test size: eval reward (bright prompts bright, dark prompts dark) rises."""
     trainer = _trainer(tiny_sd3(pixel_space=True), prompts, tmp_path, max_steps=100, num_generations=8,

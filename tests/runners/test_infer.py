@@ -16,6 +16,7 @@ RECIPES = sorted((ROOT / "configs" / "recipes").glob("*.yaml"))
 
 
 # ------------------------------------------------------------------------------------ 8. torchrun on CPU
+@pytest.mark.slow
 def test_torchrun_inference_splits_rows(tiny_model, color_dir, tmp_path):
     """Under `torchrun --nproc 2` on CPU both processes were rank 0 and wrote every row twice."""
     torchrun = Path(sys.executable).parent / "torchrun"

@@ -146,6 +146,7 @@ def test_launch_command_shapes():
         launch_command("zero3", 2, ["sft"])
 
 
+@pytest.mark.slow
 def test_finish_process_exits_a_launched_worker_without_finalisation(tmp_path):
     """A worker started by a launcher leaves through os._exit (exit handlers run, C++ finalisation
     skipped: where gloo's joinable threads aborted ~1 run in 7); elsewhere it just returns the code."""
@@ -183,6 +184,7 @@ def test_cli_in_process_returns_after_a_vllm_engine_set_its_env(monkeypatch):
 
 
 # ------------------------------------------------------------------------------------------- runs
+@pytest.mark.slow
 def test_ddp_grpo_two_gloo_ranks(setup):
     root, model = setup
     out = root / "ddp"
@@ -198,6 +200,7 @@ def test_ddp_grpo_two_gloo_ranks(setup):
     assert "terminate called" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_zero3_grpo_partitions_saves_and_resumes(setup):
     root, model = setup
     out = root / "z3_grpo"
@@ -228,6 +231,7 @@ def test_zero3_grpo_partitions_saves_and_resumes(setup):
     assert state["log_history"][0]["step"] == 1 and state["log_history"][2]["step"] == 3
 
 
+@pytest.mark.slow
 def test_zero3_sft_resume_matches_uninterrupted_run(setup):
     import torch
 
@@ -253,6 +257,7 @@ def test_zero3_sft_resume_matches_uninterrupted_run(setup):
         assert torch.allclose(want[key].float(), got[key].float(), atol=1e-5), key
 
 
+@pytest.mark.slow
 def test_zero2_sft_runs_with_shipped_config(setup):
     root, model = setup
     out = root / "z2_sft"
@@ -267,6 +272,7 @@ def test_zero2_sft_runs_with_shipped_config(setup):
     assert len(losses) == 2 and all(loss == loss and loss > 0 for loss in losses)
 
 
+@pytest.mark.slow
 def test_selftest_ddp_layout(capsys):
     from r1vision import selftest
 

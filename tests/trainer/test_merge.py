@@ -6,12 +6,15 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from tests.helpers.paths import RECIPE_FILES, ROOT
 from tests.helpers.stock import stock_load
 
 RECIPES = RECIPE_FILES  # the VLM recipes (t2i_*: tests/configs/test_t2i_recipes.py)
 
 
+@pytest.mark.slow
 def test_lora_run_leaves_merged_model_and_adapter_works_as_model(tiny_model, color_dir, tmp_path):
     """A LoRA output was a dead end (relative base, no model config)."""
     from r1vision.cli import main

@@ -7,9 +7,12 @@ import sqlite3
 import subprocess
 import sys
 
+import pytest
+
 from tests.helpers.paths import env_with_src
 
 
+@pytest.mark.slow
 def test_tensorboard_and_trackio_receive_the_metrics(tiny_model, color_dir, tmp_path):
     out = tmp_path / "run"
     argv = [sys.executable, "-m", "r1vision.cli", "grpo", "--config", "color_smoke", "--model", tiny_model("qwen2_vl"),
