@@ -20,7 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from r1vision.vision.budget import PixelBudget
+from r1vision.configs import CommandLine, resolve_config_argv
+from r1vision.estimate import TrainSetup, estimate, load_model_config, shape_of
+from r1vision.generation import vllm_plan
+from r1vision.vision.budget import PixelBudget, processor_pixels, resolve_budget
+from r1vision.vision.family import model_family
 
 # The image budgets the Hub processors ship with (preprocessor_config.json), used when the model is a Hub
 # id whose files are not at hand: Qwen2/2.5-VL min_pixels/max_pixels, Qwen3-VL size.shortest/longest_edge.
@@ -66,7 +70,6 @@ def _pop_flag(argv: list[str], flag: str, cast: type, default: Any) -> Any:
 def _recipe_value(argv: Sequence[str], key: str) -> Any:
     """A field's value from the command line (a bare boolean flag is ``"true"``, as TRL's parser reads
     it), else from the ``--config`` recipe (None when unset): :class:`r1vision.configs.CommandLine`."""
-    from r1vision.configs import CommandLine
 
     return CommandLine.of(argv).value(key)
 
@@ -77,7 +80,6 @@ def _truthy(value: Any) -> bool:
 
 def budget_source(model: str, family: str) -> tuple[Any, str]:
     """What the budget resolver should read for the processor's own budget, and a label for it."""
-    from r1vision.vision.budget import processor_pixels
 
     if None not in processor_pixels(model):  # a local folder, or a Hub id in the cache
         return model, f"{model}'s preprocessor_config.json"
@@ -110,9 +112,12 @@ def _meta_model(model_config: Any, config: Any) -> Any:
             from r1vision.trainer.config import lora_extras
 
             lora = lora_config(
-                config.lora_r, config.lora_alpha, config.lora_dropout, config.lora_target_modules,
+                config.lora_r,
+                config.lora_alpha,
+                config.lora_dropout,
+                config.lora_target_modules,
                 **lora_extras(config),
-            )  # fmt: skip
+            )
             model = get_peft_model(model, lora)
     return model
 
@@ -130,12 +135,6 @@ def _zero_stage(config: Any, override: int | None) -> int:
 
 def plan(kind: str, argv: Sequence[str]) -> DryRun:
     """Resolve the run ``r1vision KIND ARGV`` would start; collect what refuses it."""
-
-    from r1vision.configs import resolve_config_argv
-    from r1vision.estimate import TrainSetup, estimate, load_model_config, shape_of
-    from r1vision.generation import vllm_plan
-    from r1vision.vision.budget import resolve_budget
-    from r1vision.vision.family import model_family
 
     argv = resolve_config_argv([a for a in argv if a != "--dry-run"])  # --config takes a recipe name too
     gpus = _pop_flag(argv, "--gpus", int, 8)
@@ -157,8 +156,9 @@ def plan(kind: str, argv: Sequence[str]) -> DryRun:
 
     processor, source = budget_source(script.model, family)
     if config.min_pixels is not None or config.max_pixels is not None:
-        source = "the recipe / command line" + (f" (rest from {source})" if None in (
-            config.min_pixels, config.max_pixels) else "")  # fmt: skip
+        source = "the recipe / command line" + (
+            f" (rest from {source})" if None in (config.min_pixels, config.max_pixels) else ""
+        )
     budget = resolve_budget(family, config.min_pixels, config.max_pixels, processor)  # the run's own rule
     per_image = vllm_plan.max_image_tokens(budget)
     max_images = int(getattr(config, "max_images_per_prompt", 1))
@@ -274,7 +274,6 @@ def _engine(
     target_cpu: bool,
 ) -> None:
     """The vLLM engine's arguments and weight sync, and what refuses them."""
-    from r1vision.generation import vllm_plan
     from r1vision.generation.vllm_engine import budget_processor_kwargs
     from r1vision.generation.vllm_trl import sync_summary
 
@@ -309,11 +308,14 @@ def _engine(
     sleep = vllm_plan.sleep_plan(bool(config.vllm_enable_sleep_mode) and config.vllm_mode == "colocate")
     tp = int(config.vllm_tensor_parallel_size)
     util = float(config.vllm_gpu_memory_utilization)
-    out.add("engine args", (
-        f"max_model_len={max_len}, gpu_memory_utilization={util if config.vllm_mode == 'colocate' else '(server flag)'}, "
-        f"tensor_parallel_size={tp}, limit_mm_per_prompt={{'image': {max_images}, 'video': 0}}, "
-        f"mm_processor_kwargs={budget_processor_kwargs(budget)}"
-    ))  # fmt: skip
+    out.add(
+        "engine args",
+        (
+            f"max_model_len={max_len}, gpu_memory_utilization={util if config.vllm_mode == 'colocate' else '(server flag)'}, "
+            f"tensor_parallel_size={tp}, limit_mm_per_prompt={{'image': {max_images}, 'video': 0}}, "
+            f"mm_processor_kwargs={budget_processor_kwargs(budget)}"
+        ),
+    )
     out.add("sleep mode", sleep.describe())
     partial, full = sync_summary(model), sync_summary(model, full=True)
     sends = full if sleep.sync_after_sleep == "all" and sleep.level else partial

@@ -43,6 +43,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from r1vision.vision.family import is_vision_param
+
 GIB = 1024**3
 OVERHEAD_BYTES = 2 * GIB
 CARDS_GB = (24, 80)
@@ -209,8 +211,6 @@ def shape_of(config: Any) -> ModelShape:
     import torch
     from torch import nn
     from transformers import AutoModelForImageTextToText
-
-    from r1vision.vision.family import is_vision_param
 
     with torch.device("meta"):
         model = AutoModelForImageTextToText.from_config(config)

@@ -75,9 +75,16 @@ def metric_groups(available: Sequence[str]) -> dict[str, list[str]]:
     rewards = [m for m in names if m.startswith("rewards/") and m.endswith("/mean")]
     if "reward" in names or rewards:
         groups["rewards"] = (["reward"] if "reward" in names else []) + rewards
-    fixed = {"completions/mean_length": "completion length", "kl": "KL", "entropy": "entropy",
-             "frac_reward_zero_std": "share of zero-std groups", "step_time": "step time (s)", "loss": "loss",
-             "learning_rate": "learning rate", "grad_norm": "gradient norm"}  # fmt: skip
+    fixed = {
+        "completions/mean_length": "completion length",
+        "kl": "KL",
+        "entropy": "entropy",
+        "frac_reward_zero_std": "share of zero-std groups",
+        "step_time": "step time (s)",
+        "loss": "loss",
+        "learning_rate": "learning rate",
+        "grad_norm": "gradient norm",
+    }
     for metric, title in fixed.items():
         if metric in names:
             groups[title] = [metric]
@@ -88,8 +95,13 @@ def metric_groups(available: Sequence[str]) -> dict[str, list[str]]:
     return groups
 
 
-def _band(runs: Sequence[dict[str, dict[int, float]]], metric: str, steps: list[int], means: list[float],
-          stds: list[float]) -> tuple[list[float], list[float], str] | None:  # fmt: skip
+def _band(
+    runs: Sequence[dict[str, dict[int, float]]],
+    metric: str,
+    steps: list[int],
+    means: list[float],
+    stds: list[float],
+) -> tuple[list[float], list[float], str] | None:
     """(low, high, label) of the band drawn around ``metric``."""
     if len(runs) > 1:
         return (
@@ -133,9 +145,12 @@ def report(run_dirs: Sequence[str | Path], out_dir: str | Path, metrics: Sequenc
         groups = metric_groups(available)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    lines = [f"{len(runs)} run(s): " + ", ".join(str(d) for d in run_dirs), "",
-             "| metric | mean over steps | max of the mean curve | at step | final (mean ± std) |",
-             "|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        f"{len(runs)} run(s): " + ", ".join(str(d) for d in run_dirs),
+        "",
+        "| metric | mean over steps | max of the mean curve | at step | final (mean ± std) |",
+        "|---|---|---|---|---|",
+    ]
     figures = []
     for title, members in groups.items():
         fig, ax = plt.subplots(figsize=(6.4, 3.6))
@@ -145,16 +160,19 @@ def report(run_dirs: Sequence[str | Path], out_dir: str | Path, metrics: Sequenc
                 continue
             steps, means, stds = [c[0] for c in curve], [c[1] for c in curve], [c[2] for c in curve]
             best = max(range(len(means)), key=means.__getitem__)
-            lines.append(f"| {metric} | {sum(means) / len(means):.4f} | {means[best]:.4f} | {steps[best]} | "
-                         f"{means[-1]:.4f} ± {stds[-1]:.4f} |")  # fmt: skip
+            lines.append(
+                f"| {metric} | {sum(means) / len(means):.4f} | {means[best]:.4f} | {steps[best]} | "
+                f"{means[-1]:.4f} ± {stds[-1]:.4f} |"
+            )
             label = metric.removeprefix("rewards/").removesuffix("/mean")
             (line,) = ax.plot(
                 steps, means, marker="o" if len(steps) < 30 else None, markersize=3, label=label
             )
             band = _band(runs, metric, steps, means, stds)
             if band is not None:
-                ax.fill_between(steps, band[0], band[1], alpha=0.25, color=line.get_color(),
-                                label=f"{label} {band[2]}")  # fmt: skip
+                ax.fill_between(
+                    steps, band[0], band[1], alpha=0.25, color=line.get_color(), label=f"{label} {band[2]}"
+                )
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("step")
         ax.set_title(title)
@@ -173,12 +191,16 @@ def report(run_dirs: Sequence[str | Path], out_dir: str | Path, metrics: Sequenc
 
 def _index(out: Path, run_dirs: Sequence[str | Path], figures: list[tuple[str, str]], table: str) -> None:
     """``index.html``: every figure on one page, with each run's settings and the table."""
-    parts = ["<!doctype html><meta charset='utf-8'><title>r1vision report</title>",
-             "<style>body{font-family:sans-serif;margin:1.5em} img{width:31%;min-width:380px;margin:.3em} "
-             "pre{background:#f4f4f4;padding:.6em;overflow:auto;font-size:12px} td,th{padding:2px 8px}</style>",
-             f"<h1>r1vision report: {len(run_dirs)} run(s)</h1><div>"]  # fmt: skip
-    parts += [f"<img src='{html.escape(name)}' alt='{html.escape(title)}' title='{html.escape(title)}'>"
-              for title, name in figures]  # fmt: skip
+    parts = [
+        "<!doctype html><meta charset='utf-8'><title>r1vision report</title>",
+        "<style>body{font-family:sans-serif;margin:1.5em} img{width:31%;min-width:380px;margin:.3em} "
+        "pre{background:#f4f4f4;padding:.6em;overflow:auto;font-size:12px} td,th{padding:2px 8px}</style>",
+        f"<h1>r1vision report: {len(run_dirs)} run(s)</h1><div>",
+    ]
+    parts += [
+        f"<img src='{html.escape(name)}' alt='{html.escape(title)}' title='{html.escape(title)}'>"
+        for title, name in figures
+    ]
     parts.append("</div><h2>Table</h2><pre>" + html.escape(table) + "</pre><h2>Runs</h2>")
     for run in run_dirs:
         settings = Path(run) / "r1vision_run.json"

@@ -26,6 +26,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from r1vision.suggest import closest
+
 logger = logging.getLogger(__name__)
 
 RewardFunc = Callable[..., list]
@@ -141,12 +143,14 @@ def _import(path: str, options: dict[str, Any]) -> RewardSpec:
 def _unknown(name: str, kind: str, own: list[str], context: str) -> str:
     """The refusal of an unknown name: a suggestion (TRL's ``accuracy_reward`` spelling of ``accuracy``
     included), then every valid choice."""
-    from r1vision.suggest import closest
 
     valid = own + registered(kind)
     bare = name.removesuffix("_reward")
-    close = (bare if bare in valid else None) or closest(bare, valid) or next(
-        (v for v in valid if bare in v.split("_")), None)  # fmt: skip
+    close = (
+        (bare if bare in valid else None)
+        or closest(bare, valid)
+        or next((v for v in valid if bare in v.split("_")), None)
+    )
     hint = f" (did you mean {close!r}?)" if close else ""
     where = f" for task {context!r}" if context else ""
     choices = f"the task's ({', '.join(own)}), " if own else ""

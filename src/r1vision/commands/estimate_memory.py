@@ -90,10 +90,16 @@ def run_t2i(argv: Sequence[str]) -> int:
     from r1vision.diffusion.estimate import T2ISetup, format_report, t2i_memory_report
 
     setup = T2ISetup(
-        resolution=a.resolution, batch=a.batch, rollout_images=a.rollout_images or a.batch, steps=a.steps,
-        guidance=not a.no_guidance, lora_r=a.lora, denoiser_dtype=a.denoiser_dtype, bf16=not a.no_bf16,
+        resolution=a.resolution,
+        batch=a.batch,
+        rollout_images=a.rollout_images or a.batch,
+        steps=a.steps,
+        guidance=not a.no_guidance,
+        lora_r=a.lora,
+        denoiser_dtype=a.denoiser_dtype,
+        bf16=not a.no_bf16,
         gradient_checkpointing=not a.no_gradient_checkpointing,
-    )  # fmt: skip
+    )
     report = t2i_memory_report(a.model, setup)
     print(json.dumps(report, indent=2) if a.json else format_report(report))
     return 0

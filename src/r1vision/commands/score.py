@@ -66,9 +66,18 @@ def run(argv: Sequence[str]) -> int:
     task = get_task(settings["task"])
     opts = task.parse_options(settings["task_options"])
     specs, used, records = score_file(
-        task, opts, a.model, a.dataset, a.split, a.completions, funcs, weights,
-        settings["min_pixels"], settings["max_pixels"], a.max_completion_length,
-    )  # fmt: skip
+        task,
+        opts,
+        a.model,
+        a.dataset,
+        a.split,
+        a.completions,
+        funcs,
+        weights,
+        settings["min_pixels"],
+        settings["max_pixels"],
+        a.max_completion_length,
+    )
     print(
         f"{task.name} rewards of {len(records)} completion(s) from {a.completions} ({a.dataset}, {a.split}):"
     )

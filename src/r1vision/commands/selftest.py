@@ -14,13 +14,23 @@ def build_parser() -> argparse.ArgumentParser:
     from r1vision.vision.family import FAMILIES
 
     p = parser("selftest", __doc__)
-    add(p, "--layout", default="single", choices=["single", "ddp", "zero3"],
-        help="single: in this process; ddp / zero3: through accelerate launch in --nproc processes")  # fmt: skip
+    add(
+        p,
+        "--layout",
+        default="single",
+        choices=["single", "ddp", "zero3"],
+        help="single: in this process; ddp / zero3: through accelerate launch in --nproc processes",
+    )
     add(p, "--nproc", type=int, default=2, help="processes for the ddp / zero3 layouts")
     add(p, "--family", default="qwen2_vl", choices=list(FAMILIES))
-    add(p, "--backend", default="hf", choices=["hf", "vllm_colocate", "vllm_server"],
+    add(
+        p,
+        "--backend",
+        default="hf",
+        choices=["hf", "vllm_colocate", "vllm_server"],
         help="rollouts: transformers generate, a vLLM engine per process, or one vLLM server per process "
-        "(started and stopped by the selftest); vLLM backends need vLLM (on CPU: .venv-vllm)")  # fmt: skip
+        "(started and stopped by the selftest); vLLM backends need vLLM (on CPU: .venv-vllm)",
+    )
     return p
 
 

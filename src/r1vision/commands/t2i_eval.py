@@ -53,8 +53,18 @@ def relaunch(command: str, argv: Sequence[str], n: int) -> int | None:
     from r1vision.configs import CommandLine
 
     rest = CommandLine.of(argv).without("num_processes")  # the launcher's flag is not the command's
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(n),
-           "-m", "r1vision.cli", command, *rest]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        str(n),
+        "-m",
+        "r1vision.cli",
+        command,
+        *rest,
+    ]
     print(f"r1vision {command}: launching {' '.join(cmd)}", file=sys.stderr)
     return subprocess.call(cmd)
 
@@ -76,10 +86,23 @@ def run(argv: Sequence[str]) -> int:
         return launched
     from r1vision.runners.t2i import evaluate_t2i
 
-    metrics = evaluate_t2i(a.model, a.prompts, a.output_dir, split=a.split, lora=a.lora, reward_funcs=a.reward_funcs,
-                           reward_options=a.reward_options, steps=a.steps, guidance_scale=a.guidance_scale,
-                           resolution=a.resolution, seed=a.seed, limit=a.limit, device=a.device,
-                           batch_size=a.batch_size, max_sequence_length=a.max_sequence_length)  # fmt: skip
+    metrics = evaluate_t2i(
+        a.model,
+        a.prompts,
+        a.output_dir,
+        split=a.split,
+        lora=a.lora,
+        reward_funcs=a.reward_funcs,
+        reward_options=a.reward_options,
+        steps=a.steps,
+        guidance_scale=a.guidance_scale,
+        resolution=a.resolution,
+        seed=a.seed,
+        limit=a.limit,
+        device=a.device,
+        batch_size=a.batch_size,
+        max_sequence_length=a.max_sequence_length,
+    )
     if not metrics:  # a worker other than the first: the first one reports
         return 0
     for key, value in metrics.items():  # as `r1vision eval` prints: counts without decimals

@@ -26,8 +26,20 @@ def run(argv: Sequence[str]) -> int:
         return launched
     from r1vision.runners.t2i import sample_t2i
 
-    out = sample_t2i(a.model, a.prompts, a.output_dir, split=a.split, lora=a.lora, steps=a.steps,
-                     guidance_scale=a.guidance_scale, resolution=a.resolution, seed=a.seed, limit=a.limit,
-                     device=a.device, batch_size=a.batch_size, max_sequence_length=a.max_sequence_length)  # fmt: skip
+    out = sample_t2i(
+        a.model,
+        a.prompts,
+        a.output_dir,
+        split=a.split,
+        lora=a.lora,
+        steps=a.steps,
+        guidance_scale=a.guidance_scale,
+        resolution=a.resolution,
+        seed=a.seed,
+        limit=a.limit,
+        device=a.device,
+        batch_size=a.batch_size,
+        max_sequence_length=a.max_sequence_length,
+    )
     print(f"images in {out}/images, contact sheets in {out}")
     return 0

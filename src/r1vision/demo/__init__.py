@@ -19,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from r1vision.demo.config import DemoConfig
+from r1vision.demo.pipeline import run_task_demo
 
 __all__ = ["DemoConfig", "run_demo"]
 
@@ -41,8 +42,6 @@ def run_demo(
 
         return run_t2i_demo(out_dir, seed, seeds, quick, quiet)
     import torch
-
-    from r1vision.demo.pipeline import run_task_demo
 
     torch.set_num_threads(max(1, threads))
     if task == "geometry":

@@ -11,10 +11,15 @@ from typing import Any
 from transformers import TrainerCallback
 
 from r1vision.demo.config import DemoConfig
-from r1vision.tasks.base import RunContext
+from r1vision.tasks.base import RunContext, guarded_rewards
 from r1vision.tasks.sgg.prompts import compact_prompt
+from r1vision.tasks.sgg.synth import synth_sgg
 from r1vision.tasks.sgg.task import SGGOptions, SGGTask
+from r1vision.testing.tiny import tiny_model_path
+from r1vision.trainer.config import VisionGRPOConfig, VisionSFTConfig
 from r1vision.trainer.flops import FlopCounter, FlopCounterCallback
+from r1vision.trainer.grpo import VisionGRPOTrainer
+from r1vision.trainer.sft import VisionSFTTrainer
 from r1vision.vision.budget import PixelBudget
 
 FAMILY = "qwen2_vl"
@@ -68,7 +73,6 @@ def make_data(cfg: DemoConfig, root: Path, seed: int) -> Path:
     ``train``/``test`` draw the ``cfg.held_out`` pairs at ``cfg.held_out_sft_rate`` x their natural rate
     (0: never), ``rl`` draws every pair, and each ``test_ood`` scene has at least one held-out pair.
     """
-    from r1vision.tasks.sgg.synth import synth_sgg
 
     sft_range = (1, cfg.sft_max_objects)
     held = {"exclude_names": cfg.held_out, "exclude_rate": 1.0 - cfg.held_out_sft_rate}
@@ -90,7 +94,6 @@ def load_rows(data: Path, split: str, cfg: DemoConfig, with_completion: bool = T
 def build_model(cfg: DemoConfig, data: Path, seed: int, rows: Any = None) -> Path:
     """The demo model (cached on disk): random weights for ``seed``, a BPE trained on the SFT targets and
     prompts of ``rows`` (default: the scene-graph demo's SFT split)."""
-    from r1vision.testing.tiny import tiny_model_path
 
     prompts = [compact_prompt(FAMILY)]  # the scene-graph demo's one prompt
     if rows is None:
@@ -155,8 +158,6 @@ def train_sft(
     ``flops``: stop once this many FLOPs are counted (``steps`` is then only an upper bound), with the
     learning rate decaying linearly in counted FLOPs (:class:`FlopBudget`).
     """
-    from r1vision.trainer.config import VisionSFTConfig
-    from r1vision.trainer.sft import VisionSFTTrainer
 
     if rows is None:
         rows = load_rows(data, "train", cfg)
@@ -202,9 +203,6 @@ def train_grpo(
 ) -> StageResult:
     """GRPO from ``model`` on ``rows`` (default: the scene-graph ``rl`` prompts) with the reward ``specs``
     (default: format (``cfg.strict_format``) + object + relation F1)."""
-    from r1vision.tasks.base import guarded_rewards
-    from r1vision.trainer.config import VisionGRPOConfig
-    from r1vision.trainer.grpo import VisionGRPOTrainer
 
     if rows is None:
         rows = load_rows(data, "rl", cfg, with_completion=False)

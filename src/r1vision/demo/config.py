@@ -78,9 +78,19 @@ class DemoConfig:
     def quick(cls) -> DemoConfig:
         """A smoke run (well under 2 minutes): every stage and output, too short to learn."""
         return cls(
-            n_sft=64, n_rl=16, n_test=8, sft_steps=6, sft_batch=8, grpo_steps=2, grpo_prompts=2,
-            num_generations=4, max_completion_length=48, max_new_tokens=48, eval_batch=8, num_drawings=1,
-        )  # fmt: skip
+            n_sft=64,
+            n_rl=16,
+            n_test=8,
+            sft_steps=6,
+            sft_batch=8,
+            grpo_steps=2,
+            grpo_prompts=2,
+            num_generations=4,
+            max_completion_length=48,
+            max_new_tokens=48,
+            eval_batch=8,
+            num_drawings=1,
+        )
 
     def with_overrides(self, **overrides: Any) -> DemoConfig:
         """A copy with some fields replaced (``None`` values are ignored)."""

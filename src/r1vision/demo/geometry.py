@@ -19,6 +19,9 @@ from typing import Any
 
 from r1vision.demo.config import DemoConfig
 from r1vision.demo.pipeline import DemoTask
+from r1vision.generation.sampling import SamplingOptions
+from r1vision.tasks.geometry.synth import synth_geometry
+from r1vision.tasks.geometry.task import GeometryOptions, GeometryTask
 
 SPLIT_FILES = {"train": "sft", "rl": "rl", "test": "test", "test_ood": "test_ood"}
 
@@ -64,14 +67,12 @@ class GeometryDemo(DemoTask):
         return str(data / f"geometry_synth_{SPLIT_FILES[split]}_v0.jsonl")
 
     def synth(self, root: Path, split: str, n: int, seed: int, **pairs: Any) -> None:
-        from r1vision.tasks.geometry.synth import synth_geometry
 
         synth_geometry(
             root, n, seed=seed, split=SPLIT_FILES[split], preset="demo", size=self.cfg.image_side, **pairs
         )
 
     def rows(self, data: Path, split: str, with_completion: bool = True) -> Any:
-        from r1vision.tasks.geometry.task import GeometryOptions, GeometryTask
 
         rows = GeometryTask().load(self._file(data, split), split, GeometryOptions(), self.run_context())
         return rows if with_completion else rows.remove_columns(["completion"])
@@ -79,30 +80,40 @@ class GeometryDemo(DemoTask):
     def reward_specs(self, model_dir: str | Path) -> list[Any]:
         from transformers import AutoTokenizer
 
-        from r1vision.tasks.geometry.task import GeometryOptions, GeometryTask
-
         tok = AutoTokenizer.from_pretrained(str(model_dir))
         eos = tuple(dict.fromkeys(t for t in (tok.eos_token_id, tok.pad_token_id) if t is not None))
         return GeometryTask().rewards(GeometryOptions(), self.run_context(eos))
 
     def evaluate(self, model_dir: str, data: Path, split: str, pred_dir: Path) -> dict[str, float]:
         """``r1vision infer`` (greedy, then sampled) and ``r1vision eval geometry`` on ``split``."""
-        from r1vision.generation.sampling import SamplingOptions
         from r1vision.runners.infer import run_inference
-        from r1vision.tasks.geometry.task import GeometryOptions, GeometryTask
 
         cfg, task, opts, run = self.cfg, GeometryTask(), GeometryOptions(), self.run_context()
         source = self._file(data, split)
         decodings = {
             "greedy": SamplingOptions(max_new_tokens=cfg.max_new_tokens),
-            "sampled": SamplingOptions(max_new_tokens=cfg.max_new_tokens, temperature=cfg.eval_temperature,
-                                       num_samples=cfg.eval_samples, seed=0),
-        }  # fmt: skip
+            "sampled": SamplingOptions(
+                max_new_tokens=cfg.max_new_tokens,
+                temperature=cfg.eval_temperature,
+                num_samples=cfg.eval_samples,
+                seed=0,
+            ),
+        }
         results = {}
         for name, options in decodings.items():
             folder = pred_dir / name
-            run_inference(task, opts, model_dir, source, folder, split=split, batch_size=cfg.eval_batch,
-                          options=options, max_pixels=cfg.max_pixels, progress=False)  # fmt: skip
+            run_inference(
+                task,
+                opts,
+                model_dir,
+                source,
+                folder,
+                split=split,
+                batch_size=cfg.eval_batch,
+                options=options,
+                max_pixels=cfg.max_pixels,
+                progress=False,
+            )
             results[name] = task.evaluate_files(source, str(folder), split, opts, run)
         greedy, sampled = results["greedy"], results["sampled"]
         answered = [bool(r["predictions"] and r["predictions"][0]) for r in greedy.records]
@@ -115,8 +126,10 @@ class GeometryDemo(DemoTask):
         }
 
     def describe(self, iid: dict[str, float], ood: dict[str, float]) -> str:
-        return (f"i.i.d. greedy accuracy {iid['accuracy']:.3f} (sampled {iid['sampled_accuracy']:.3f}), "
-                f"OOD {ood['accuracy']:.3f} (sampled {ood['sampled_accuracy']:.3f})")  # fmt: skip
+        return (
+            f"i.i.d. greedy accuracy {iid['accuracy']:.3f} (sampled {iid['sampled_accuracy']:.3f}), "
+            f"OOD {ood['accuracy']:.3f} (sampled {ood['sampled_accuracy']:.3f})"
+        )
 
     def intro(self, results: list[dict[str, Any]]) -> list[str]:
         cfg = self.cfg

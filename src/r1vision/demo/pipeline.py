@@ -13,7 +13,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from r1vision.demo import arms, report
 from r1vision.demo.config import DemoConfig
+from r1vision.tasks.base import RunContext
+from r1vision.vision.budget import PixelBudget
 
 
 def say(msg: str) -> None:
@@ -62,8 +65,6 @@ class DemoTask:
     def run_context(self, eos: tuple[int, ...] = ()) -> Any:
         """The demo model's family and pixel budget, ``eos`` and the completion length."""
         from r1vision.demo.arms import FAMILY
-        from r1vision.tasks.base import RunContext
-        from r1vision.vision.budget import PixelBudget
 
         budget = PixelBudget.for_family(FAMILY, max_pixels=self.cfg.max_pixels)
         return RunContext(FAMILY, budget, eos, self.cfg.max_completion_length)
@@ -104,17 +105,22 @@ class DemoTask:
         """Pictures of predictions (optional)."""
 
     def write_tables(self, out: Path, results: list[dict[str, Any]]) -> str:
-        from r1vision.demo import report
 
         return report.write_report(
-            out, results, self.title, self.intro(results), self.split_titles(), self.cfg.to_dict(),
-            self.columns, self.headline, self.headline_label,
-        )  # fmt: skip
+            out,
+            results,
+            self.title,
+            self.intro(results),
+            self.split_titles(),
+            self.cfg.to_dict(),
+            self.columns,
+            self.headline,
+            self.headline_label,
+        )
 
 
 def run_seed(task: DemoTask, seed: int, out: Path, quiet: bool = False) -> tuple[dict[str, Any], list[dict]]:
     """One full demo run of ``task`` for ``seed`` under ``out``; returns its result record and metrics rows."""
-    from r1vision.demo import arms, report
     from r1vision.trainer.flops import format_flops
 
     cfg = task.cfg
@@ -125,8 +131,10 @@ def run_seed(task: DemoTask, seed: int, out: Path, quiet: bool = False) -> tuple
     sft_rows = task.rows(data, "train")
     base = arms.build_model(cfg, data, seed, rows=sft_rows)
     secs["setup"] = time.perf_counter() - t0
-    say(f"[1/6] seed {seed}: data {cfg.n_sft} SFT / {cfg.n_rl} RL / {cfg.n_test}+{cfg.n_test} test rows, "
-        f"model {base} ({secs['setup']:.0f}s)")  # fmt: skip
+    say(
+        f"[1/6] seed {seed}: data {cfg.n_sft} SFT / {cfg.n_rl} RL / {cfg.n_test}+{cfg.n_test} test rows, "
+        f"model {base} ({secs['setup']:.0f}s)"
+    )
 
     say(f"[2/6] SFT: {cfg.sft_steps} steps, batch {cfg.sft_batch}, lr {cfg.sft_lr:g}")
     sft = arms.train_sft(
@@ -141,27 +149,53 @@ def run_seed(task: DemoTask, seed: int, out: Path, quiet: bool = False) -> tuple
             pred_dir = out / "predictions" / f"{stage.name.replace('+', '_')}_{split}"
             evals[split][stage.name] = task.evaluate(stage.model_dir, data, split, pred_dir)
             preds[split][stage.name] = pred_dir
-        say(f"      {stage.name}: {stage.steps} steps, {format_flops(stage.flops)} in {stage.seconds:.0f}s "
+        say(
+            f"      {stage.name}: {stage.steps} steps, {format_flops(stage.flops)} in {stage.seconds:.0f}s "
             f"({stage.cpu_seconds:.0f} CPU-s); "
-            + task.describe(evals["test"][stage.name], evals["test_ood"][stage.name]))  # fmt: skip
+            + task.describe(evals["test"][stage.name], evals["test_ood"][stage.name])
+        )
 
     evaluate(sft)
-    say(f"[3/6] GRPO from the SFT checkpoint: {cfg.grpo_steps} steps x {cfg.grpo_prompts} prompts x "
-        f"{cfg.num_generations} samples, lr {cfg.grpo_lr:g}, temperature {cfg.temperature:g}")  # fmt: skip
+    say(
+        f"[3/6] GRPO from the SFT checkpoint: {cfg.grpo_steps} steps x {cfg.grpo_prompts} prompts x "
+        f"{cfg.num_generations} samples, lr {cfg.grpo_lr:g}, temperature {cfg.temperature:g}"
+    )
     rl_rows = task.rows(data, "rl", with_completion=False)
-    grpo = arms.train_grpo(sft.model_dir, data, out / "grpo", cfg, seed, quiet=quiet, rows=rl_rows,
-                           specs=task.reward_specs(sft.model_dir))  # fmt: skip
+    grpo = arms.train_grpo(
+        sft.model_dir,
+        data,
+        out / "grpo",
+        cfg,
+        seed,
+        quiet=quiet,
+        rows=rl_rows,
+        specs=task.reward_specs(sft.model_dir),
+    )
     secs["grpo"] = grpo.seconds
     evaluate(grpo)
 
     # Upper bound only: the FLOP budget stops it (x3: batches differ in padding).
     steps = 3 * arms.matched_steps(grpo.flops, sft)
-    say(f"[4/6] compute-matched SFT: {format_flops(grpo.flops)} counted (GRPO's; ~"
+    say(
+        f"[4/6] compute-matched SFT: {format_flops(grpo.flops)} counted (GRPO's; ~"
         f"{arms.matched_steps(grpo.flops, sft)} SFT steps), lr {cfg.baseline_lr:g} decaying linearly to 0 "
-        f"over them")  # fmt: skip
-    matched = arms.train_sft("sft_matched", sft.model_dir, data, out / "sft_matched", cfg, seed, steps,
-                             cfg.baseline_lr, scheduler="constant", warmup_ratio=0.0, quiet=quiet,
-                             flops=grpo.flops, rows=sft_rows)  # fmt: skip
+        f"over them"
+    )
+    matched = arms.train_sft(
+        "sft_matched",
+        sft.model_dir,
+        data,
+        out / "sft_matched",
+        cfg,
+        seed,
+        steps,
+        cfg.baseline_lr,
+        scheduler="constant",
+        warmup_ratio=0.0,
+        quiet=quiet,
+        flops=grpo.flops,
+        rows=sft_rows,
+    )
     secs["sft_matched"] = matched.seconds
     evaluate(matched)
 
@@ -189,7 +223,6 @@ def run_seed(task: DemoTask, seed: int, out: Path, quiet: bool = False) -> tuple
 
 def run_task_demo(task: DemoTask, out: Path, seed: int, seeds: int, quiet: bool) -> int:
     """Run ``seeds`` seeds of ``task`` from ``seed``, then write the table, metrics and pictures."""
-    from r1vision.demo import report
 
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()

@@ -13,8 +13,17 @@ import numpy as np
 
 from r1vision.demo.arms import FAMILY, run_context, task_options
 from r1vision.demo.config import DemoConfig
+from r1vision.generation.sampling import SamplingOptions
+from r1vision.runners.infer import run_inference
+from r1vision.tasks.sgg.data import load_raw
+from r1vision.tasks.sgg.parse import parse_scene_graph
+from r1vision.tasks.sgg.rewards import format_score
+from r1vision.tasks.sgg.scorer import SGGScorer
 from r1vision.tasks.sgg.task import SGGTask
+from r1vision.tasks.sgg.viz import render_sgg
 from r1vision.trainer.flops import format_flops
+from r1vision.vision.images import load_image
+from r1vision.vision.records import read_predictions
 
 ARMS = ("sft", "sft_matched", "sft+grpo")
 ARM_TITLES = {
@@ -37,13 +46,6 @@ HEADLINE = "relation_recall"  # the no-graph-constraint recall: GT pairs here of
 
 def evaluate_arm(model_dir: str, data: Path, split: str, out_dir: Path, cfg: DemoConfig) -> dict[str, float]:
     """Greedy predictions for ``split`` (``r1vision infer``), scored by ``r1vision eval sgg`` and the F1 rewards."""
-    from r1vision.generation.sampling import SamplingOptions
-    from r1vision.runners.infer import run_inference
-    from r1vision.tasks.sgg.data import load_raw
-    from r1vision.tasks.sgg.parse import parse_scene_graph
-    from r1vision.tasks.sgg.rewards import format_score
-    from r1vision.tasks.sgg.scorer import SGGScorer
-    from r1vision.vision.records import read_predictions
 
     task, opts = SGGTask(), task_options(cfg)
     run_inference(
@@ -162,7 +164,6 @@ def verdict_lines(
 def distinct_share(pred_dir: str | Path) -> float:
     """Distinct completions / predictions: 1.0 when every input got its own output; a model that writes the
     same text for every input reads 1/N however high its reward."""
-    from r1vision.vision.records import read_predictions
 
     texts = [str(r.get("completion", "")).strip() for r in read_predictions(pred_dir)]
     return len(set(texts)) / max(len(texts), 1)
@@ -340,10 +341,6 @@ def draw_predictions(
     out: Path, data: Path, preds: dict[str, Path], split: str, n: int, cfg: DemoConfig
 ) -> list[Path]:
     """``r1vision viz sgg`` pictures of the first ``n`` rows of ``split`` for each arm."""
-    from r1vision.tasks.sgg.data import load_raw
-    from r1vision.tasks.sgg.viz import render_sgg
-    from r1vision.vision.images import load_image
-    from r1vision.vision.records import read_predictions
 
     raw, root = load_raw(str(data), split)
     paths = []
@@ -353,6 +350,15 @@ def draw_predictions(
             row = raw[i]
             text = by_index.get(i, {}).get("completion")
             target = out / f"{split}_{i}_{arm.replace('+', '_')}.png"
-            paths.append(render_sgg(load_image(row["image"], root), row["objects"], row["relationships"], text,
-                                    target, model_family=FAMILY, budget=run_context(cfg).budget))  # fmt: skip
+            paths.append(
+                render_sgg(
+                    load_image(row["image"], root),
+                    row["objects"],
+                    row["relationships"],
+                    text,
+                    target,
+                    model_family=FAMILY,
+                    budget=run_context(cfg).budget,
+                )
+            )
     return paths

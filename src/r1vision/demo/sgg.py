@@ -7,6 +7,7 @@ from typing import Any
 
 from r1vision.demo import arms, report
 from r1vision.demo.pipeline import DemoTask
+from r1vision.tasks.sgg.task import SGGTask
 
 
 class SGGDemo(DemoTask):
@@ -26,7 +27,6 @@ class SGGDemo(DemoTask):
         return arms.load_rows(data, split, self.cfg, with_completion)
 
     def reward_specs(self, model_dir: str | Path) -> list[Any]:
-        from r1vision.tasks.sgg.task import SGGTask
 
         return SGGTask().rewards(arms.task_options(self.cfg), arms.run_context(self.cfg))
 
@@ -34,15 +34,18 @@ class SGGDemo(DemoTask):
         return report.evaluate_arm(model_dir, data, split, pred_dir, self.cfg)
 
     def describe(self, iid: dict[str, float], ood: dict[str, float]) -> str:
-        return (f"i.i.d. object F1 {iid['object_f1']:.3f}, relation recall {iid['relation_recall']:.3f}, "
-                f"OOD relation recall {ood['relation_recall']:.3f}")  # fmt: skip
+        return (
+            f"i.i.d. object F1 {iid['object_f1']:.3f}, relation recall {iid['relation_recall']:.3f}, "
+            f"OOD relation recall {ood['relation_recall']:.3f}"
+        )
 
     def draw(self, out: Path, results: list[dict[str, Any]]) -> None:
         first = results[0]
         for split in ("test", "test_ood"):
             preds = {arm: Path(p) for arm, p in first["predictions"][split].items()}
-            report.draw_predictions(out / "drawings", Path(first["data"]), preds, split, self.cfg.num_drawings,
-                                    self.cfg)  # fmt: skip
+            report.draw_predictions(
+                out / "drawings", Path(first["data"]), preds, split, self.cfg.num_drawings, self.cfg
+            )
 
     def write_tables(self, out: Path, results: list[dict[str, Any]]) -> str:
         return report.write_tables(out, results, self.cfg)

@@ -15,6 +15,8 @@ from typing import Any
 
 from r1vision.demo.config import DemoConfig
 from r1vision.demo.pipeline import DemoTask
+from r1vision.generation.sampling import SamplingOptions
+from r1vision.vision.records import read_predictions
 
 ARM_ORDER = ("sft", "sft_matched", "sft+grpo")
 
@@ -82,31 +84,53 @@ class SVGDemo(DemoTask):
     def evaluate(self, model_dir: str, data: Path, split: str, pred_dir: Path) -> dict[str, float]:
         """``r1vision infer`` (greedy) and ``r1vision eval svg`` on ``split``."""
         from r1vision.demo.report import distinct_share
-        from r1vision.generation.sampling import SamplingOptions
         from r1vision.runners.infer import run_inference
         from r1vision.tasks.svg.task import SVGOptions, SVGTask
 
         cfg, task, opts = self.cfg, SVGTask(), SVGOptions()
         source = self._source(data, split)
-        run_inference(task, opts, model_dir, source, pred_dir, split=split, batch_size=cfg.eval_batch,
-                      options=SamplingOptions(max_new_tokens=cfg.max_new_tokens), max_pixels=cfg.max_pixels,
-                      progress=False)  # fmt: skip
+        run_inference(
+            task,
+            opts,
+            model_dir,
+            source,
+            pred_dir,
+            split=split,
+            batch_size=cfg.eval_batch,
+            options=SamplingOptions(max_new_tokens=cfg.max_new_tokens),
+            max_pixels=cfg.max_pixels,
+            progress=False,
+        )
         metrics = task.evaluate_files(source, str(pred_dir), split, opts, self.run_context()).metrics
-        keys = ("render_rate", "reward", "ssim_standard", "pixel", "edge", "colour", "ssim_reward", "mse",
-                "num_items")  # fmt: skip
+        keys = (
+            "render_rate",
+            "reward",
+            "ssim_standard",
+            "pixel",
+            "edge",
+            "colour",
+            "ssim_reward",
+            "mse",
+            "num_items",
+        )
         out = {k: float(metrics[k]) for k in keys if k in metrics}
         # the reward can rise with one figure drawn for every image: say how image-dependent the SVGs are
         out["distinct"] = distinct_share(pred_dir)
         return out
 
     def describe(self, iid: dict[str, float], ood: dict[str, float]) -> str:
-        return (f"i.i.d. renders {iid['render_rate']:.3f}, reward {iid['reward']:.3f}, SSIM "
-                f"{iid['ssim_standard']:.3f}; OOD reward {ood['reward']:.3f}")  # fmt: skip
+        return (
+            f"i.i.d. renders {iid['render_rate']:.3f}, reward {iid['reward']:.3f}, SSIM "
+            f"{iid['ssim_standard']:.3f}; OOD reward {ood['reward']:.3f}"
+        )
 
     def intro(self, results: list[dict[str, Any]]) -> list[str]:
         colour = self.cfg.colour_weight
-        terms = f"valid + pixel + SSIM + edge at the default weights + colour x {colour:g}" if colour else (
-            "valid + pixel + SSIM + edge, default weights")  # fmt: skip
+        terms = (
+            f"valid + pixel + SSIM + edge at the default weights + colour x {colour:g}"
+            if colour
+            else ("valid + pixel + SSIM + edge, default weights")
+        )
         rewards = f"the svg task's shipped rewards (sandboxed render; {terms})"
         return [
             self.design("figures of one or two shapes", "colour-shape", rewards)
@@ -115,8 +139,10 @@ class SVGDemo(DemoTask):
         ]
 
     def split_titles(self) -> dict[str, str]:
-        return {"test": "i.i.d. test (drawn like the SFT data)", "test_ood": "OOD test (every figure has a "
-                "held-out pair)"}  # fmt: skip
+        return {
+            "test": "i.i.d. test (drawn like the SFT data)",
+            "test_ood": "OOD test (every figure has a held-out pair)",
+        }
 
     def draw(self, out: Path, results: list[dict[str, Any]]) -> None:
         """``contact_sheet.png``: per split, the target and each arm's render for the first figures."""
@@ -132,7 +158,6 @@ def contact_sheet(path: Path, data: Path, predictions: dict[str, dict[str, str]]
     from PIL import Image, ImageDraw
 
     from r1vision.tasks.svg.render import default_pool
-    from r1vision.vision.records import read_predictions
 
     cell, pad, head = 96, 4, 14
     titles = ("target", "SFT", "SFT cont.", "SFT+GRPO")
@@ -141,8 +166,10 @@ def contact_sheet(path: Path, data: Path, predictions: dict[str, dict[str, str]]
     pool = default_pool()
     for split in ("test", "test_ood"):
         table = pq.read_table(data / split / f"{split}.parquet").to_pylist()[:n]
-        texts = {arm: {int(r["index"]): r.get("completion", "") for r in read_predictions(predictions[split][arm])}
-                 for arm in ARM_ORDER}  # fmt: skip
+        texts = {
+            arm: {int(r["index"]): r.get("completion", "") for r in read_predictions(predictions[split][arm])}
+            for arm in ARM_ORDER
+        }
         for i, row in enumerate(table):
             svgs = [row["response"]] + [texts[arm].get(i, "") for arm in ARM_ORDER]
             w, h = row["extra_info"]["png_size"]

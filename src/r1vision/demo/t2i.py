@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from r1vision.testing.tiny_diffusion import make_tiny_sd3
+
 SUBJECTS_TRAIN = ("a cat", "a city street", "a mountain", "a cup of coffee")
 SUBJECTS_TEST = ("a garden", "the sea", "a forest", "a room")
 
@@ -37,26 +39,47 @@ def run_seed(seed: int, out: Path, steps: int, quiet: bool) -> dict[str, Any]:
     from r1vision.diffusion.data import load_prompts
     from r1vision.diffusion.rewards import resolve_reward
     from r1vision.diffusion.trainer import DiffusionGRPOTrainer
-    from r1vision.testing.tiny_diffusion import make_tiny_sd3
 
     start = time.perf_counter()
     model = make_tiny_sd3(out / "model", pixel_space=True, seed=seed)
     _prompts(out / "prompts")
     args = DiffusionGRPOConfig(
-        output_dir=str(out / "run"), num_generations=8, per_device_train_batch_size=16, num_inference_steps=4,
-        eval_num_inference_steps=8, resolution=16, guidance_scale=1.0, beta=0.0, learning_rate=1e-2, lora_r=8,
-        lora_alpha=16, ema_update_interval=2, max_steps=steps, save_strategy="no", use_cpu=True, seed=seed,
-        eval_num_images=8, disable_tqdm=quiet, logging_steps=10,
-    )  # fmt: skip
-    trainer = DiffusionGRPOTrainer(str(model), [resolve_reward("prompt_brightness")], args=args,
-                                   train_dataset=load_prompts(out / "prompts", "train"),
-                                   eval_dataset=load_prompts(out / "prompts", "test"))  # fmt: skip
+        output_dir=str(out / "run"),
+        num_generations=8,
+        per_device_train_batch_size=16,
+        num_inference_steps=4,
+        eval_num_inference_steps=8,
+        resolution=16,
+        guidance_scale=1.0,
+        beta=0.0,
+        learning_rate=1e-2,
+        lora_r=8,
+        lora_alpha=16,
+        ema_update_interval=2,
+        max_steps=steps,
+        save_strategy="no",
+        use_cpu=True,
+        seed=seed,
+        eval_num_images=8,
+        disable_tqdm=quiet,
+        logging_steps=10,
+    )
+    trainer = DiffusionGRPOTrainer(
+        str(model),
+        [resolve_reward("prompt_brightness")],
+        args=args,
+        train_dataset=load_prompts(out / "prompts", "train"),
+        eval_dataset=load_prompts(out / "prompts", "test"),
+    )
     before = trainer.evaluate()["eval_reward"]
     trainer.train()
     after = trainer.evaluate()["eval_reward"]
     seconds = time.perf_counter() - start
-    print(f"[demo t2i] seed {seed}: held-out reward {before:.3f} -> {after:.3f} in {seconds:.0f} s "
-          f"(torch threads {torch.get_num_threads()})", flush=True)  # fmt: skip
+    print(
+        f"[demo t2i] seed {seed}: held-out reward {before:.3f} -> {after:.3f} in {seconds:.0f} s "
+        f"(torch threads {torch.get_num_threads()})",
+        flush=True,
+    )
     return {"seed": seed, "before": before, "after": after, "seconds": seconds, "steps": steps}
 
 
@@ -84,17 +107,34 @@ def run_t2i_demo(out_dir: str, seed: int, seeds: int, quick: bool, quiet: bool) 
     mean = statistics.mean(deltas)
     std = statistics.stdev(deltas) if len(deltas) > 1 else 0.0
     lines = ["| seed | held-out reward before | after | change | seconds |", "|---|---|---|---|---|"]
-    lines += [f"| {r['seed']} | {r['before']:.3f} | {r['after']:.3f} | {r['after'] - r['before']:+.3f} | "
-              f"{r['seconds']:.0f} |" for r in results]  # fmt: skip
-    verdict = ("learned: every seed's held-out reward rose by >= 0.10" if learned else
-               "did not learn on every seed (a --quick run is too short to learn)")  # fmt: skip
+    lines += [
+        f"| {r['seed']} | {r['before']:.3f} | {r['after']:.3f} | {r['after'] - r['before']:+.3f} | "
+        f"{r['seconds']:.0f} |"
+        for r in results
+    ]
+    verdict = (
+        "learned: every seed's held-out reward rose by >= 0.10"
+        if learned
+        else "did not learn on every seed (a --quick run is too short to learn)"
+    )
     lines += [
         "",
         f"change {mean:+.3f} +- {std:.3f} over {len(results)} seed(s), {steps} steps each: {verdict}",
     ]
     table = "\n".join(lines)
     (out / "eval_table.md").write_text(table + "\n")
-    (out / "eval.json").write_text(json.dumps({"results": results, "mean_change": mean, "std_change": std,
-                                               "learned": learned, "torch_threads": 1, "steps": steps}, indent=2))  # fmt: skip
+    (out / "eval.json").write_text(
+        json.dumps(
+            {
+                "results": results,
+                "mean_change": mean,
+                "std_change": std,
+                "learned": learned,
+                "torch_threads": 1,
+                "steps": steps,
+            },
+            indent=2,
+        )
+    )
     print(table)
     return 0 if learned or quick else 1

@@ -61,10 +61,33 @@ def check_prompts(dataset: Any, reward_names: Sequence[str]) -> None:
             )
 
 
-WORDS = ("OPEN", "SALE", "Hello World", "Cafe 24", "EXIT", "Welcome", "Fresh Bread", "No Parking", "Spring 2024",
-         "Forever Yours", "STOP", "Library", "Good Luck", "Best Coffee", "Night Market", "Sunrise")  # fmt: skip
-SCENES = ("A neon sign that says", "A wooden board with the words", "A poster reading", "A storefront sign",
-          "A chalkboard that reads", "A book cover titled", "A banner with the text")  # fmt: skip
+WORDS = (
+    "OPEN",
+    "SALE",
+    "Hello World",
+    "Cafe 24",
+    "EXIT",
+    "Welcome",
+    "Fresh Bread",
+    "No Parking",
+    "Spring 2024",
+    "Forever Yours",
+    "STOP",
+    "Library",
+    "Good Luck",
+    "Best Coffee",
+    "Night Market",
+    "Sunrise",
+)
+SCENES = (
+    "A neon sign that says",
+    "A wooden board with the words",
+    "A poster reading",
+    "A storefront sign",
+    "A chalkboard that reads",
+    "A book cover titled",
+    "A banner with the text",
+)
 SUBJECTS = (
     "a cat",
     "a city street",

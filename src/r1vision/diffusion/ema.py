@@ -54,8 +54,12 @@ class EMA:
                     p.copy_(saved.to(p.device))
 
     def state_dict(self) -> dict:
-        return {"shadow": [s.cpu() for s in self.shadow], "updates": self.updates, "decay": self.decay,
-                "update_interval": self.update_interval}  # fmt: skip
+        return {
+            "shadow": [s.cpu() for s in self.shadow],
+            "updates": self.updates,
+            "decay": self.decay,
+            "update_interval": self.update_interval,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         if len(state["shadow"]) != len(self.shadow):

@@ -31,6 +31,9 @@ from typing import Any
 
 import torch
 
+from r1vision.diffusion.config import SD3_LORA_TARGETS
+from r1vision.diffusion.families import DECODE_CHUNK
+
 GIB = 1024**3
 OVERHEAD_BYTES = 2 * GIB
 BUILTIN = {"sd3.5-medium": "sd3.5-medium", "stabilityai/stable-diffusion-3.5-medium": "sd3.5-medium"}
@@ -152,8 +155,9 @@ def _saved_bytes(tcfg: dict[str, Any], layers: int, dual: tuple[int, ...], setup
     if setup.lora_r:
         model.requires_grad_(False)
         targets = list(setup.lora_targets) or _default_targets()
-        model = get_peft_model(model, LoraConfig(r=setup.lora_r, lora_alpha=2 * setup.lora_r,
-                                                 target_modules=targets))  # fmt: skip
+        model = get_peft_model(
+            model, LoraConfig(r=setup.lora_r, lora_alpha=2 * setup.lora_r, target_modules=targets)
+        )
     weights = {t.untyped_storage()._cdata for t in [*model.parameters(), *model.buffers()]}
     seen: dict[int, int] = {}
     keep: list[torch.Tensor] = []  # alive until counted, so no storage address is reused
@@ -172,14 +176,19 @@ def _saved_bytes(tcfg: dict[str, Any], layers: int, dual: tuple[int, ...], setup
         _flash_like_sdpa(),
         torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t),
     ):
-        model(hidden_states=torch.empty(rows, channels, side, side, dtype=dtype), timestep=torch.empty(rows),
-              encoder_hidden_states=torch.empty(rows, setup.text_tokens, int(tcfg["joint_attention_dim"]), dtype=dtype),
-              pooled_projections=torch.empty(rows, int(tcfg["pooled_projection_dim"]), dtype=dtype), return_dict=False)  # fmt: skip
+        model(
+            hidden_states=torch.empty(rows, channels, side, side, dtype=dtype),
+            timestep=torch.empty(rows),
+            encoder_hidden_states=torch.empty(
+                rows, setup.text_tokens, int(tcfg["joint_attention_dim"]), dtype=dtype
+            ),
+            pooled_projections=torch.empty(rows, int(tcfg["pooled_projection_dim"]), dtype=dtype),
+            return_dict=False,
+        )
     return sum(seen.values())
 
 
 def _default_targets() -> list[str]:
-    from r1vision.diffusion.config import SD3_LORA_TARGETS
 
     return list(SD3_LORA_TARGETS)
 
@@ -242,7 +251,6 @@ def t2i_memory_report(model: str, setup: T2ISetup) -> dict[str, Any]:
         * (setup.resolution // 8) ** 2
         * 4
     )
-    from r1vision.diffusion.families import DECODE_CHUNK
 
     vae_decode = min(at_once, DECODE_CHUNK) * 4 * 128 * setup.resolution**2 * 4
     lines = {

@@ -100,9 +100,14 @@ class SD3Family:
                 module.eval()
 
     @classmethod
-    def from_pretrained(cls, path: str, dtype: torch.dtype = torch.float32, device: str | None = None,
-                        max_sequence_length: int | None = None,
-                        frozen_dtype: torch.dtype | None = None) -> SD3Family:  # fmt: skip
+    def from_pretrained(
+        cls,
+        path: str,
+        dtype: torch.dtype = torch.float32,
+        device: str | None = None,
+        max_sequence_length: int | None = None,
+        frozen_dtype: torch.dtype | None = None,
+    ) -> SD3Family:
         """Load a diffusers SD3 folder or Hub id; ``r1vision_diffusion.json`` (tiny models) may set the
         decode mode (``vae`` or ``identity`` for pixel-space models) and the T5 length.
 
@@ -136,27 +141,46 @@ class SD3Family:
     def encode(self, prompts: list[str], guidance: bool) -> Conditioning:
         """Prompt embeddings for ``prompts`` (and the empty prompt's, for classifier-free guidance)."""
         embeds, neg, pooled, neg_pooled = self.pipe.encode_prompt(
-            prompt=prompts, prompt_2=None, prompt_3=None, device=self.device, do_classifier_free_guidance=guidance,
-            negative_prompt=[""] * len(prompts) if guidance else None, max_sequence_length=self.max_sequence_length,
-        )  # fmt: skip
+            prompt=prompts,
+            prompt_2=None,
+            prompt_3=None,
+            device=self.device,
+            do_classifier_free_guidance=guidance,
+            negative_prompt=[""] * len(prompts) if guidance else None,
+            max_sequence_length=self.max_sequence_length,
+        )
         return Conditioning(embeds, pooled, neg if guidance else None, neg_pooled if guidance else None)
 
-    def velocity(self, transformer: Any, x: torch.Tensor, sigma: float, cond: Conditioning, guidance_scale: float,
-                 detach_uncond: bool = True) -> torch.Tensor:  # fmt: skip
+    def velocity(
+        self,
+        transformer: Any,
+        x: torch.Tensor,
+        sigma: float,
+        cond: Conditioning,
+        guidance_scale: float,
+        detach_uncond: bool = True,
+    ) -> torch.Tensor:
         """The guided velocity at noise level ``sigma``: ``v_u + w (v_c - v_u)`` from one batched forward
         (conditional and unconditional halves); the unconditional half carries no gradient by default
         (Flow-GRPO detaches it in training)."""
         dtype = next(transformer.parameters()).dtype
         t = torch.full((x.shape[0],), float(sigma) * 1000.0, device=x.device, dtype=dtype)
         if cond.neg_embeds is None or guidance_scale == 1.0:
-            return transformer(hidden_states=x.to(dtype), timestep=t, encoder_hidden_states=cond.embeds.to(dtype),
-                               pooled_projections=cond.pooled.to(dtype), return_dict=False)[0].float()  # fmt: skip
+            return transformer(
+                hidden_states=x.to(dtype),
+                timestep=t,
+                encoder_hidden_states=cond.embeds.to(dtype),
+                pooled_projections=cond.pooled.to(dtype),
+                return_dict=False,
+            )[0].float()
         both = torch.cat([x, x]).to(dtype)
         out = transformer(
-            hidden_states=both, timestep=torch.cat([t, t]),
+            hidden_states=both,
+            timestep=torch.cat([t, t]),
             encoder_hidden_states=torch.cat([cond.neg_embeds, cond.embeds]).to(dtype),
-            pooled_projections=torch.cat([cond.neg_pooled, cond.pooled]).to(dtype), return_dict=False,
-        )[0].float()  # fmt: skip
+            pooled_projections=torch.cat([cond.neg_pooled, cond.pooled]).to(dtype),
+            return_dict=False,
+        )[0].float()
         uncond, conditional = out.chunk(2)
         if detach_uncond:
             uncond = uncond.detach()
@@ -170,8 +194,10 @@ class SD3Family:
             return (latents[:, :3].float() * 0.5 + 0.5).clamp(0, 1)
         vae = self.pipe.vae
         scaled = latents / vae.config.scaling_factor + (vae.config.shift_factor or 0.0)
-        images = [vae.decode(chunk.to(vae.dtype), return_dict=False)[0].float()
-                  for chunk in scaled.split(DECODE_CHUNK)]  # fmt: skip
+        images = [
+            vae.decode(chunk.to(vae.dtype), return_dict=False)[0].float()
+            for chunk in scaled.split(DECODE_CHUNK)
+        ]
         return (torch.cat(images) * 0.5 + 0.5).clamp(0, 1)
 
     def sigmas(self, steps: int) -> torch.Tensor:

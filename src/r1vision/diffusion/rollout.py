@@ -33,8 +33,13 @@ class Rollout:
         """One rollout from batches sampled with the same schedule and SDE window (rows in order)."""
         if len(parts) == 1:
             return parts[0]
-        return Rollout(torch.cat([r.latents for r in parts]), torch.cat([r.log_probs for r in parts]),
-                       parts[0].sigmas, parts[0].sde_steps, torch.cat([r.images for r in parts]))  # fmt: skip
+        return Rollout(
+            torch.cat([r.latents for r in parts]),
+            torch.cat([r.log_probs for r in parts]),
+            parts[0].sigmas,
+            parts[0].sde_steps,
+            torch.cat([r.images for r in parts]),
+        )
 
 
 def sde_window(
@@ -82,8 +87,16 @@ def rollout(
     latents, log_probs = [x], []
     for i in range(steps):
         v = family.velocity(transformer, x, float(sigmas[i]), cond, guidance_scale)
-        step = sde_step(v, x, sigmas[i], sigmas[i + 1], sigma_max=float(sigmas[1]), noise_level=noise_level,
-                        kind=kind if i in sde else "ode", generator=generator)  # fmt: skip
+        step = sde_step(
+            v,
+            x,
+            sigmas[i],
+            sigmas[i + 1],
+            sigma_max=float(sigmas[1]),
+            noise_level=noise_level,
+            kind=kind if i in sde else "ode",
+            generator=generator,
+        )
         x = step.sample
         latents.append(x)
         log_probs.append(step.log_prob)
@@ -109,8 +122,16 @@ def replay(
     prev = roll.latents[:, index + 1] if rows is None else roll.latents[rows, index + 1]
     sigmas = roll.sigmas
     v = family.velocity(transformer, x.to(family.device), float(sigmas[index]), cond, guidance_scale)
-    return sde_step(v, x.to(family.device), sigmas[index], sigmas[index + 1], sigma_max=float(sigmas[1]),
-                    noise_level=noise_level, kind=kind, prev=prev.to(family.device))  # fmt: skip
+    return sde_step(
+        v,
+        x.to(family.device),
+        sigmas[index],
+        sigmas[index + 1],
+        sigma_max=float(sigmas[1]),
+        noise_level=noise_level,
+        kind=kind,
+        prev=prev.to(family.device),
+    )
 
 
 def encode_rows(family: Any, prompts: list[str], guidance: bool) -> Conditioning:
@@ -144,12 +165,23 @@ def sample_ode(
     for low in range(0, len(prompts), max(1, batch_size)):
         batch = prompts[low : low + max(1, batch_size)]
         noise = torch.stack(
-            [torch.randn(shape, generator=torch.Generator().manual_seed(seed + first_index + low + i))
-             for i in range(len(batch))]
-        )  # fmt: skip
-        roll = rollout(family, transformer, encode_rows(family, batch, guidance_scale > 1.0), steps=steps,
-                       resolution=resolution, guidance_scale=guidance_scale, noise_level=0.0, kind="ode",
-                       generator=torch.Generator(), noise=noise)  # fmt: skip
+            [
+                torch.randn(shape, generator=torch.Generator().manual_seed(seed + first_index + low + i))
+                for i in range(len(batch))
+            ]
+        )
+        roll = rollout(
+            family,
+            transformer,
+            encode_rows(family, batch, guidance_scale > 1.0),
+            steps=steps,
+            resolution=resolution,
+            guidance_scale=guidance_scale,
+            noise_level=0.0,
+            kind="ode",
+            generator=torch.Generator(),
+            noise=noise,
+        )
         out.append(roll.images.cpu())
         if progress is not None:
             progress(len(batch))

@@ -47,6 +47,8 @@ from transformers import Trainer, TrainerCallback
 from r1vision.diffusion.advantages import group_advantages
 from r1vision.diffusion.config import DiffusionGRPOConfig
 from r1vision.diffusion.ema import EMA
+from r1vision.diffusion.evaluate import score_records, write_evaluation
+from r1vision.diffusion.export import save_lora
 from r1vision.diffusion.families import Conditioning, load_family, to_pil
 from r1vision.diffusion.rollout import Rollout, encode_rows, replay, rollout, sample_ode, sde_window
 from r1vision.diffusion.sampler import GroupRepeatSampler, seeded
@@ -83,11 +85,21 @@ class Generation:
 
     def state_dict(self) -> dict[str, Any]:
         roll = self.roll
-        return {"index": self.index, "prompts": self.prompts, "cond": vars(self.cond), "rewards": self.rewards,
-                "advantages": self.advantages,
-                "trained": self.trained, "chunks": self.chunks,
-                "roll": {"latents": roll.latents, "log_probs": roll.log_probs, "sigmas": roll.sigmas,
-                         "sde_steps": roll.sde_steps}}  # fmt: skip
+        return {
+            "index": self.index,
+            "prompts": self.prompts,
+            "cond": vars(self.cond),
+            "rewards": self.rewards,
+            "advantages": self.advantages,
+            "trained": self.trained,
+            "chunks": self.chunks,
+            "roll": {
+                "latents": roll.latents,
+                "log_probs": roll.log_probs,
+                "sigmas": roll.sigmas,
+                "sde_steps": roll.sde_steps,
+            },
+        }
 
     @staticmethod
     def from_state(state: dict[str, Any], device: torch.device) -> Generation:
@@ -96,8 +108,16 @@ class Generation:
         roll = Rollout(
             r["latents"].to(device), r["log_probs"], r["sigmas"], list(r["sde_steps"]), torch.empty(0)
         )
-        return Generation(int(state["index"]), list(state["prompts"]), cond, roll, state["rewards"], state["advantages"],
-                          list(state["trained"]), list(state["chunks"]))  # fmt: skip
+        return Generation(
+            int(state["index"]),
+            list(state["prompts"]),
+            cond,
+            roll,
+            state["rewards"],
+            state["advantages"],
+            list(state["trained"]),
+            list(state["chunks"]),
+        )
 
 
 class DiffusionGRPOTrainer(Trainer):
@@ -131,8 +151,12 @@ class DiffusionGRPOTrainer(Trainer):
         self.reward_weights = torch.tensor(weights, dtype=torch.float32)
         # Frozen text encoders in the mixed-precision dtype (bf16: T5-XXL 9.5 GB instead of 19 in fp32).
         frozen = torch.bfloat16 if args.bf16 else torch.float16 if args.fp16 else None
-        self.family = load_family(str(model), dtype=_DTYPES[args.denoiser_dtype], frozen_dtype=frozen,
-                                  max_sequence_length=args.max_sequence_length)  # fmt: skip
+        self.family = load_family(
+            str(model),
+            dtype=_DTYPES[args.denoiser_dtype],
+            frozen_dtype=frozen,
+            max_sequence_length=args.max_sequence_length,
+        )
         self.family.pipe.to(args.device)
         denoiser = self.family.transformer
         if getattr(args, "denoiser_checkpointing", False):
@@ -146,8 +170,12 @@ class DiffusionGRPOTrainer(Trainer):
             # process started from different adapters)
             set_seed(args.seed)
             denoiser.requires_grad_(False)
-            lora = LoraConfig(r=args.lora_r, lora_alpha=args.lora_alpha, init_lora_weights="gaussian",
-                              target_modules=list(args.lora_target_modules))  # fmt: skip
+            lora = LoraConfig(
+                r=args.lora_r,
+                lora_alpha=args.lora_alpha,
+                init_lora_weights="gaussian",
+                target_modules=list(args.lora_target_modules),
+            )
             denoiser = get_peft_model(denoiser, lora)
         self.model_path = str(model)
         callbacks = list(callbacks or [])
@@ -155,8 +183,15 @@ class DiffusionGRPOTrainer(Trainer):
             from r1vision.trainer.metrics_csv import MetricsCSVCallback
 
             callbacks.append(MetricsCSVCallback(os.path.join(args.output_dir, "metrics.csv")))
-        super().__init__(model=denoiser, args=args, train_dataset=train_dataset, eval_dataset=eval_dataset,
-                         data_collator=_rows, callbacks=callbacks, **kwargs)  # fmt: skip
+        super().__init__(
+            model=denoiser,
+            args=args,
+            train_dataset=train_dataset,
+            eval_dataset=eval_dataset,
+            data_collator=_rows,
+            callbacks=callbacks,
+            **kwargs,
+        )
         _fill_deepspeed_autos(self, self.family.transformer)  # Trainer has built the DeepSpeed config
         self.steps_per_generation = args.steps_per_generation or args.gradient_accumulation_steps
         self.generation_images = (
@@ -186,14 +221,24 @@ class DiffusionGRPOTrainer(Trainer):
         """TRL's generation batch: each micro-step receives this process's whole share of the generation
         batch (``per_device_train_batch_size x steps_per_generation`` rows); a new one every
         ``steps_per_generation`` micro-steps (see :mod:`r1vision.diffusion.sampler`)."""
-        return self._get_dataloader(dataset=self.train_dataset, description="Training",
-                                    batch_size=self._train_batch_size * self.steps_per_generation,
-                                    sampler_fn=self._get_train_sampler, is_training=True)  # fmt: skip
+        return self._get_dataloader(
+            dataset=self.train_dataset,
+            description="Training",
+            batch_size=self._train_batch_size * self.steps_per_generation,
+            sampler_fn=self._get_train_sampler,
+            is_training=True,
+        )
 
     def _get_train_sampler(self, dataset: Any = None) -> GroupRepeatSampler:
         dataset = dataset if dataset is not None else self.train_dataset
-        return GroupRepeatSampler(len(dataset), self.args.num_generations, self.generation_images,
-                                  self.steps_per_generation, self.args.seed, self.args.spread_groups)  # fmt: skip
+        return GroupRepeatSampler(
+            len(dataset),
+            self.args.num_generations,
+            self.generation_images,
+            self.steps_per_generation,
+            self.args.seed,
+            self.args.spread_groups,
+        )
 
     # ------------------------------------------------------------------------------------------- rollout
     def _generator(self, generation: int, part: str) -> torch.Generator:
@@ -234,8 +279,10 @@ class DiffusionGRPOTrainer(Trainer):
             return None
         side = self.family.latent_size(self.args.resolution)
         shape = (self.family.channels, side, side)
-        draws = {p: torch.randn(shape, generator=seeded(self.args.seed, generation, _prompt_key(p)))
-                 for p in dict.fromkeys(prompts)}  # fmt: skip
+        draws = {
+            p: torch.randn(shape, generator=seeded(self.args.seed, generation, _prompt_key(p)))
+            for p in dict.fromkeys(prompts)
+        }
         return torch.stack([draws[p] for p in prompts])
 
     def _generate(self, model: Any, rows: list[dict[str, Any]], index: int) -> Generation:
@@ -247,8 +294,12 @@ class DiffusionGRPOTrainer(Trainer):
         start = time.perf_counter()
         cond = encode_rows(family, prompts, args.guidance_scale > 1.0)
         noise = self._initial_noise(prompts, index)
-        window = sde_window(args.num_inference_steps, args.sde_window_size,
-                            tuple(args.sde_window_range) if args.sde_window_range else None, generator)  # fmt: skip
+        window = sde_window(
+            args.num_inference_steps,
+            args.sde_window_size,
+            tuple(args.sde_window_range) if args.sde_window_range else None,
+            generator,
+        )
         was_training = unwrapped.training
         unwrapped.eval()
         # Sample in batches of rollout_batch_size images; each batch's rewards run in the pool while the next
@@ -259,14 +310,27 @@ class DiffusionGRPOTrainer(Trainer):
         for low in range(0, len(prompts), size):
             span = torch.arange(low, min(low + size, len(prompts)))
             tick = time.perf_counter()
-            part = rollout(family, unwrapped, cond.select(span), steps=args.num_inference_steps,
-                           resolution=args.resolution, guidance_scale=args.guidance_scale,
-                           noise_level=args.noise_level, kind=args.sde_kind, window=window, generator=generator,
-                           noise=None if noise is None else noise[span])  # fmt: skip
+            part = rollout(
+                family,
+                unwrapped,
+                cond.select(span),
+                steps=args.num_inference_steps,
+                resolution=args.resolution,
+                guidance_scale=args.guidance_scale,
+                noise_level=args.noise_level,
+                kind=args.sde_kind,
+                window=window,
+                generator=generator,
+                noise=None if noise is None else noise[span],
+            )
             rollout_s += time.perf_counter() - tick
             images, part.images = to_pil(part.images), torch.empty(0)  # scored as PIL; not kept
-            pending.append((self._submit_rewards(prompts[low : low + len(span)], images,
-                                                 rows[low : low + len(span)]), len(span)))  # fmt: skip
+            pending.append(
+                (
+                    self._submit_rewards(prompts[low : low + len(span)], images, rows[low : low + len(span)]),
+                    len(span),
+                )
+            )
             parts.append(part)
         unwrapped.train(was_training)
         roll = Rollout.cat(parts)
@@ -293,9 +357,16 @@ class DiffusionGRPOTrainer(Trainer):
         chunks = list(torch.tensor_split(keep, self.steps_per_generation))
         trained = roll.sde_steps[: max(1, int(len(roll.sde_steps) * args.timestep_fraction))]
         kept_all = self._sum(float(len(keep)))
-        self._record_generation(all_weighted, all_values, stats, rollout_s=rollout_s, reward_s=reward_s,
-                                reward_busy_s=sum(b for _, b in collected), trained_samples=kept_all,
-                                images_per_s=len(prompts) / max(rollout_s, 1e-9))  # fmt: skip
+        self._record_generation(
+            all_weighted,
+            all_values,
+            stats,
+            rollout_s=rollout_s,
+            reward_s=reward_s,
+            reward_busy_s=sum(b for _, b in collected),
+            trained_samples=kept_all,
+            images_per_s=len(prompts) / max(rollout_s, 1e-9),
+        )
         return Generation(index, prompts, cond, roll, weighted, advantages, trained, chunks)
 
     def _gather(
@@ -307,8 +378,11 @@ class DiffusionGRPOTrainer(Trainer):
         from accelerate.utils import gather_object
 
         device = acc.device
-        return (acc.gather(weighted.to(device)).cpu(), acc.gather(values.to(device)).cpu(),
-                list(gather_object(prompts)))  # fmt: skip
+        return (
+            acc.gather(weighted.to(device)).cpu(),
+            acc.gather(values.to(device)).cpu(),
+            list(gather_object(prompts)),
+        )
 
     def _sum(self, value: float) -> float:
         if self.accelerator.num_processes == 1:
@@ -350,8 +424,17 @@ class DiffusionGRPOTrainer(Trainer):
         sums: dict[str, float] = defaultdict(float)
         for n, j in enumerate(gen.trained):
             with self._accumulate_locally(model, last=n == len(gen.trained) - 1):
-                step = replay(family, model, sub, gen.roll, j, guidance_scale=args.guidance_scale,
-                              noise_level=args.noise_level, kind=args.sde_kind, rows=rows)  # fmt: skip
+                step = replay(
+                    family,
+                    model,
+                    sub,
+                    gen.roll,
+                    j,
+                    guidance_scale=args.guidance_scale,
+                    noise_level=args.noise_level,
+                    kind=args.sde_kind,
+                    rows=rows,
+                )
                 ratio = torch.exp(step.log_prob - old[:, j])
                 clipped = torch.clamp(ratio, 1 - args.epsilon, 1 + args.epsilon)
                 loss = torch.maximum(-adv * ratio, -adv * clipped).mean()
@@ -420,8 +503,17 @@ class DiffusionGRPOTrainer(Trainer):
         if not hasattr(unwrapped, "disable_adapter"):
             return torch.zeros(len(rows), device=self.family.device)
         with torch.no_grad(), unwrapped.disable_adapter():
-            ref = replay(self.family, unwrapped, cond, roll, j, guidance_scale=self.args.guidance_scale,
-                         noise_level=self.args.noise_level, kind=self.args.sde_kind, rows=rows)  # fmt: skip
+            ref = replay(
+                self.family,
+                unwrapped,
+                cond,
+                roll,
+                j,
+                guidance_scale=self.args.guidance_scale,
+                noise_level=self.args.noise_level,
+                kind=self.args.sde_kind,
+                rows=rows,
+            )
         return latent_kl(step.mean, ref.mean, step.std if self.args.kl_use_dt else step.std_dev_t)
 
     # ------------------------------------------------------------------------------------------ metrics
@@ -480,9 +572,17 @@ class DiffusionGRPOTrainer(Trainer):
         context = self.ema.swapped() if use_ema and self.ema is not None else nullcontext()
         with context:
             model.eval()
-            images = sample_ode(self.family, model, prompts, steps=steps, resolution=self.args.resolution,
-                                guidance_scale=self.args.guidance_scale, seed=seed, first_index=first_index,
-                                batch_size=self.args.per_device_eval_batch_size)  # fmt: skip
+            images = sample_ode(
+                self.family,
+                model,
+                prompts,
+                steps=steps,
+                resolution=self.args.resolution,
+                guidance_scale=self.args.guidance_scale,
+                seed=seed,
+                first_index=first_index,
+                batch_size=self.args.per_device_eval_batch_size,
+            )
             model.train()
         return to_pil(images)
 
@@ -493,7 +593,6 @@ class DiffusionGRPOTrainer(Trainer):
         EMA weights; the prompts are sharded over the processes and the scores gathered. Writes
         ``eval_metrics.csv``, ``eval/step-N/`` (records and a contact sheet) and, when the reward improved,
         ``best/``."""
-        from r1vision.diffusion.evaluate import write_evaluation
 
         dataset = eval_dataset if eval_dataset is not None else self.eval_dataset
         if dataset is None:
@@ -506,12 +605,18 @@ class DiffusionGRPOTrainer(Trainer):
         padded = mine + [mine[-1] if mine else 0] * (share - len(mine))
         rows = [dataset[i] for i in padded]
         prompts = [str(r["prompt"]) for r in rows]
-        images = self.generate(prompts, self.args.eval_num_inference_steps, self.args.eval_seed,
-                               first_index=rank * share)[: len(mine)]  # fmt: skip
-        from r1vision.diffusion.evaluate import score_records
+        images = self.generate(
+            prompts, self.args.eval_num_inference_steps, self.args.eval_seed, first_index=rank * share
+        )[: len(mine)]
 
-        records = score_records(self.reward_funcs, self.reward_weights.tolist(), prompts[: len(mine)],
-                                images, rows[: len(mine)], indices=mine)  # fmt: skip
+        records = score_records(
+            self.reward_funcs,
+            self.reward_weights.tolist(),
+            prompts[: len(mine)],
+            images,
+            rows[: len(mine)],
+            indices=mine,
+        )
         thumbs = [(i, im.copy()) for i, im in zip(mine, images, strict=True) if i < 16]
         if world > 1:
             from accelerate.utils import gather_object
@@ -522,8 +627,9 @@ class DiffusionGRPOTrainer(Trainer):
         metrics: dict[str, float] = {}
         if self.is_world_process_zero():
             folder = Path(self.args.output_dir) / "eval" / f"step-{step}"
-            metrics = write_evaluation(records, [im for _, im in sorted(thumbs, key=lambda t: t[0])], folder,
-                                       self.reward_names)  # fmt: skip
+            metrics = write_evaluation(
+                records, [im for _, im in sorted(thumbs, key=lambda t: t[0])], folder, self.reward_names
+            )
             _append_csv(Path(self.args.output_dir) / "eval_metrics.csv", {"step": step, **metrics})
         metrics = _broadcast(self.accelerator, metrics)
         if self._best_eval is None or metrics["reward"] > self._best_eval:
@@ -544,7 +650,6 @@ class DiffusionGRPOTrainer(Trainer):
     def _export(self, folder: Path, ema: bool) -> None:
         """The adapter (EMA weights with ``ema``) as a diffusers LoRA folder, or the full denoiser (main
         process writes)."""
-        from r1vision.diffusion.export import save_lora
 
         if not self.is_world_process_zero():
             return
@@ -568,13 +673,22 @@ class DiffusionGRPOTrainer(Trainer):
         images (``t2i-eval`` reads resolution, steps, guidance and T5 length from it)."""
         args = self.args
         base = os.path.abspath(self.model_path) if os.path.isdir(self.model_path) else self.model_path
-        return {"kind": "t2i-grpo", "base_model": base, "family": self.family.name,
-                "rewards": dict(zip(self.reward_names, self.reward_weights.tolist(), strict=True)),
-                "lora_r": args.lora_r, "lora_alpha": args.lora_alpha, "resolution": args.resolution,
-                "num_inference_steps": args.num_inference_steps, "eval_num_inference_steps": args.eval_num_inference_steps,
-                "guidance_scale": args.guidance_scale, "noise_level": args.noise_level,
-                "max_sequence_length": self.family.max_sequence_length, "seed": args.seed,
-                "num_processes": self.accelerator.num_processes}  # fmt: skip
+        return {
+            "kind": "t2i-grpo",
+            "base_model": base,
+            "family": self.family.name,
+            "rewards": dict(zip(self.reward_names, self.reward_weights.tolist(), strict=True)),
+            "lora_r": args.lora_r,
+            "lora_alpha": args.lora_alpha,
+            "resolution": args.resolution,
+            "num_inference_steps": args.num_inference_steps,
+            "eval_num_inference_steps": args.eval_num_inference_steps,
+            "guidance_scale": args.guidance_scale,
+            "noise_level": args.noise_level,
+            "max_sequence_length": self.family.max_sequence_length,
+            "seed": args.seed,
+            "num_processes": self.accelerator.num_processes,
+        }
 
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
         super().save_model(output_dir, _internal_call)
@@ -617,8 +731,9 @@ class DiffusionGRPOTrainer(Trainer):
             self.ema.load_state_dict(torch.load(folder / EMA_FILE, map_location="cpu", weights_only=True))
         buffer = folder / BUFFER_FILE.format(rank=self.accelerator.process_index)
         if buffer.is_file():
-            self._generation = Generation.from_state(torch.load(buffer, map_location="cpu", weights_only=False),
-                                                     self.family.device)  # fmt: skip
+            self._generation = Generation.from_state(
+                torch.load(buffer, map_location="cpu", weights_only=False), self.family.device
+            )
 
 
 class _RunState(TrainerCallback):

@@ -28,6 +28,7 @@ from typing import Any
 import torch
 from trl.generation import vllm_generation as trl_vllm_generation
 
+from r1vision.generation import vllm_compat
 from r1vision.generation.vllm_engine import (
     check_prompt_ids,
     collapse_image_runs,
@@ -46,7 +47,6 @@ class ColocateVLLMGeneration(VisionVLLMBase):
     _adapters: Any = None
 
     def _init_vllm(self) -> None:
-        from r1vision.generation import vllm_compat
 
         setup_cpu_env()
         vllm_compat.apply()

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from r1vision.generation import vllm_compat
 from r1vision.vision.budget import PixelBudget
 
 logger = logging.getLogger(__name__)
@@ -238,7 +239,6 @@ class VLLMGenerator:
         max_model_len: int | None = None,
         **overrides: Any,
     ) -> None:
-        from r1vision.generation import vllm_compat
 
         setup_cpu_env()
         # In-process engine: no engine-core process to start, and weights can be pushed in directly.

@@ -21,7 +21,11 @@ from typing import Any
 
 import torch
 
+from r1vision.generation.vllm_engine import budget_processor_kwargs
+from r1vision.generation.vllm_plan import model_context, resolve_max_model_len
 from r1vision.generation.vllm_server import _server_parser
+from r1vision.vision.budget import resolve_budget
+from r1vision.vision.family import model_family
 
 
 class ServerStartError(RuntimeError):
@@ -305,18 +309,17 @@ def vllm_server_args(a: Any) -> list[str]:
 
     from transformers import AutoConfig
 
-    from r1vision.generation.vllm_engine import budget_processor_kwargs
-    from r1vision.generation.vllm_plan import model_context, resolve_max_model_len
-    from r1vision.vision.budget import resolve_budget
-    from r1vision.vision.family import model_family
-
     config = AutoConfig.from_pretrained(a.model)
     # The trainer's rule: explicit values win, the rest from the model's processor (or the family default).
     budget = resolve_budget(model_family(config), a.min_pixels, a.max_pixels, a.model)
     max_len = resolve_max_model_len(
-        a.max_model_len, budget, a.max_images_per_prompt, a.max_completion_length,
-        a.max_prompt_text_tokens, model_context(config),
-    )  # fmt: skip
+        a.max_model_len,
+        budget,
+        a.max_images_per_prompt,
+        a.max_completion_length,
+        a.max_prompt_text_tokens,
+        model_context(config),
+    )
     args = ["--gpu-memory-utilization", str(a.gpu_memory_utilization), "--max-model-len", str(max_len)]
     args += ["--limit-mm-per-prompt", json.dumps({"image": a.max_images_per_prompt, "video": 0})]
     args += ["--mm-processor-kwargs", json.dumps(budget_processor_kwargs(budget))]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from r1vision.generation.vllm_client import VLLMServerClient
 from r1vision.generation.vllm_engine import check_prompt_ids, collapse_image_runs
 from r1vision.generation.vllm_trl import VisionVLLMBase
 from r1vision.generation.weight_sync import sync_param_names
@@ -26,7 +27,6 @@ class PerRankVLLMGeneration(VisionVLLMBase):
 
     def _init_vllm(self) -> None:
         """Connect to this process's own server (``server_port + local rank``) and check its settings."""
-        from r1vision.generation.vllm_client import VLLMServerClient
 
         if self.server_base_url is not None:
             raise ValueError(

@@ -33,6 +33,11 @@ from typing import Any
 
 import torch
 
+from r1vision.generation import vllm_compat
+from r1vision.generation.vllm_engine import InplaceReload, engine_kwargs, setup_cpu_env
+from r1vision.vision.budget import resolve_budget
+from r1vision.vision.family import model_family
+
 
 # ------------------------------------------------------------------------------------------------ encoding
 def encode_image(image: Any) -> str:
@@ -110,11 +115,6 @@ class ServerEngine:
 
     def _build(self, options: ServerOptions) -> None:
         from transformers import AutoConfig, AutoProcessor
-
-        from r1vision.generation import vllm_compat
-        from r1vision.generation.vllm_engine import engine_kwargs, setup_cpu_env
-        from r1vision.vision.budget import resolve_budget
-        from r1vision.vision.family import model_family
 
         setup_cpu_env()
         # In-process engine core: weights are loaded into the model object directly (no RPC to a worker).
@@ -245,7 +245,6 @@ class ServerEngine:
         return self.thread.run(self._begin_weights, names)
 
     def _begin_weights(self, names: Sequence[str]) -> None:
-        from r1vision.generation.vllm_engine import InplaceReload
 
         if not names:  # an empty reload would reset the whole model and load nothing into it
             raise ValueError("weights/begin needs the names of the tensors (or modules) to be loaded")
@@ -285,8 +284,10 @@ class ServerEngine:
         if self.adapters is None:
             raise ValueError("this server runs without LoRA support: start it with --max-lora-rank R")
         if int(config.get("r", 0)) > self.options.max_lora_rank:
-            raise ValueError(f"adapter rank {config.get('r')} above this server's --max-lora-rank "
-                             f"{self.options.max_lora_rank}")  # fmt: skip
+            raise ValueError(
+                f"adapter rank {config.get('r')} above this server's --max-lora-rank "
+                f"{self.options.max_lora_rank}"
+            )
         with self.lock:
             self.adapters.add(data, config)
             self.stats["adapter_updates"] += 1
@@ -383,9 +384,11 @@ def _server_parser(prog: str, model_required: bool = True) -> argparse.ArgumentP
     p.add_argument("--max-prompt-text-tokens", type=int, default=None, help="the trainer's (default 1024)")
     p.add_argument("--seed", type=int, default=0, help="server i uses seed + i")
     p.add_argument(
-        "--max-lora-rank", type=int, default=0,
+        "--max-lora-rank",
+        type=int,
+        default=0,
         help="> 0: vLLM's LoRA support on, for trainers with vllm_lora_adapters (the recipe's lora_r)",
-    )  # fmt: skip
+    )
     return p
 
 

@@ -26,13 +26,15 @@ from typing import Any
 import torch
 from trl.generation.vllm_generation import VLLMGeneration
 
+from r1vision.generation.vllm_plan import model_context
 from r1vision.generation.weight_sync import (  # noqa: F401 - re-exported: the backends and the dry run use them
     changing_modules,
     iter_sync_tensors,
     module_of,
     sync_modules,
 )
-from r1vision.vision.budget import PixelBudget
+from r1vision.vision.budget import PixelBudget, resolve_budget
+from r1vision.vision.family import model_family
 
 _SUPPRESS_BIAS = -100.0  # vLLM clamps logit_bias to [-100, 100]; exp(-100) never samples
 
@@ -46,8 +48,6 @@ class VisionVLLMBase(VLLMGeneration):
     @property
     def budget(self) -> PixelBudget:
         """The trainer's pixel budget, from the processor it was applied to (no second copy to drift)."""
-        from r1vision.vision.budget import resolve_budget
-        from r1vision.vision.family import model_family
 
         return resolve_budget(model_family(self.model.config), processor=self.processing_class)
 
@@ -61,7 +61,6 @@ class VisionVLLMBase(VLLMGeneration):
         model's context."""
         if self.max_model_len is None or self.max_model_length:
             return
-        from r1vision.generation.vllm_plan import model_context
 
         context = model_context(self.model.config)
         self.max_model_length = min(int(self.max_model_len), context) if context else int(self.max_model_len)

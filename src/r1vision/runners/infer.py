@@ -8,7 +8,10 @@ from typing import Any
 
 from r1vision.generation.hf import generate
 from r1vision.generation.sampling import SamplingOptions
+from r1vision.tasks import task_class
 from r1vision.tasks.base import RunContext, Task
+from r1vision.trainer.merge import resolve_model
+from r1vision.trainer.run_info import read_run_info
 from r1vision.trainer.validation import DatasetValidationError, row_label
 from r1vision.vision.budget import apply_budget_to_processor, resolve_budget
 from r1vision.vision.family import model_family_of
@@ -50,8 +53,6 @@ def run_inference(
     from tqdm.auto import tqdm
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
-    from r1vision.trainer.merge import resolve_model
-
     options = options or SamplingOptions()
     state = PartialState()
     model_path = resolve_model(model_path)  # a LoRA adapter folder: its merged stand-alone model
@@ -63,10 +64,17 @@ def run_inference(
     n = len(rows) if limit is None else min(limit, len(rows))
     rank, world = process_shard(state)
     settings = {
-        "model": model_path, "dataset": str(dataset), "split": split, "task": task.name,
-        "task_options": _json_options(opts), "sampling": options.record(), "backend": backend,
-        "min_pixels": budget.min_pixels, "max_pixels": budget.max_pixels, "model_family": family,
-    }  # fmt: skip
+        "model": model_path,
+        "dataset": str(dataset),
+        "split": split,
+        "task": task.name,
+        "task_options": _json_options(opts),
+        "sampling": options.record(),
+        "backend": backend,
+        "min_pixels": budget.min_pixels,
+        "max_pixels": budget.max_pixels,
+        "model_family": family,
+    }
     check_or_write_settings(out_dir, settings, write=rank == 0)
     writer = RecordWriter(out_dir, rank=rank)
     todo = [i for i in range(rank, n, world) if i not in writer.done]
@@ -195,8 +203,6 @@ def inference_settings(
     task's inference default (``Task.max_new_tokens``): a run's training ``max_completion_length`` is a
     rollout budget, often shorter than a full answer (1,024 tokens cut a ~1,300-token VG150 graph).
     """
-    from r1vision.tasks import task_class
-    from r1vision.trainer.run_info import read_run_info
 
     run = read_run_info(model_path)
     sources: dict[str, str] = {}

@@ -9,6 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from r1vision import rewards
+from r1vision.configs import recipe_path, resolve_config_argv
+from r1vision.tasks.loading import DatasetLoadError
 from r1vision.tasks.options import options_mapping
 
 logger = logging.getLogger(__name__)
@@ -54,7 +57,6 @@ def build_rewards(names: list[str], options_json: Any) -> list[Any]:
     """The image rewards ``names`` with their options (``reward_options``), from the one registry
     (:mod:`r1vision.rewards`), each held to its declared range."""
     import r1vision.diffusion.rewards  # noqa: F401 - registers the image rewards
-    from r1vision import rewards
 
     options = options_mapping(options_json, "--reward_options") if options_json else {}
     return [s.func for s in rewards.guarded(rewards.resolve(names, "image", options=options))]
@@ -66,7 +68,6 @@ def parse_t2i_argv(argv: list[str]) -> tuple[T2IScriptArguments, Any]:
     flag in TRL's spelling overrides the recipe's other spelling). Raises ``ValueError`` for a refusal."""
     from trl import TrlParser
 
-    from r1vision.configs import recipe_path, resolve_config_argv
     from r1vision.diffusion.config import DiffusionGRPOConfig
     from r1vision.runners.train import _command_line_spelling_wins, _join_report_to
 
@@ -111,24 +112,35 @@ def dry_run(
     if shape is None and script.model.lower() in BUILTIN:
         shape = script.model
     if shape is None:
-        lines.append(f"memory: {script.model} is neither a local folder nor a built-in shape; estimate with "
-                     "`r1vision estimate-memory --model sd3.5-medium ...` for SD3.5-M")  # fmt: skip
+        lines.append(
+            f"memory: {script.model} is neither a local folder nor a built-in shape; estimate with "
+            "`r1vision estimate-memory --model sd3.5-medium ...` for SD3.5-M"
+        )
     else:
         setup = T2ISetup(
-            resolution=config.resolution, batch=config.per_device_train_batch_size, rollout_images=local,
-            steps=config.num_inference_steps, rollout_batch=config.rollout_batch_size or config.per_device_train_batch_size,
-            guidance=config.guidance_scale > 1.0, lora_r=config.lora_r, lora_targets=tuple(config.lora_target_modules),
-            denoiser_dtype=config.denoiser_dtype, bf16=bool(config.bf16),
-            gradient_checkpointing=bool(config.denoiser_checkpointing), ema=bool(config.ema),
-        )  # fmt: skip
+            resolution=config.resolution,
+            batch=config.per_device_train_batch_size,
+            rollout_images=local,
+            steps=config.num_inference_steps,
+            rollout_batch=config.rollout_batch_size or config.per_device_train_batch_size,
+            guidance=config.guidance_scale > 1.0,
+            lora_r=config.lora_r,
+            lora_targets=tuple(config.lora_target_modules),
+            denoiser_dtype=config.denoiser_dtype,
+            bf16=bool(config.bf16),
+            gradient_checkpointing=bool(config.denoiser_checkpointing),
+            ema=bool(config.ema),
+        )
         report = t2i_memory_report(shape, setup)
         lines.append(format_report(report))
         peak = report["peak"] / 2**30
         if card_gb is not None and peak > card_gb * 1e9 / 2**30:
             problems.append(f"the estimated peak {peak:.1f} GiB does not fit a {card_gb:g} GB card")
         elif card_gb is None and not any(report["fits"].values()):
-            problems.append(f"the estimated peak {peak:.1f} GiB fits none of {', '.join(report['fits'])}: lower "
-                            "per_device_train_batch_size or rollout_batch_size, or turn gradient_checkpointing on")  # fmt: skip
+            problems.append(
+                f"the estimated peak {peak:.1f} GiB fits none of {', '.join(report['fits'])}: lower "
+                "per_device_train_batch_size or rollout_batch_size, or turn gradient_checkpointing on"
+            )
     return "\n".join(lines), problems
 
 
@@ -137,7 +149,6 @@ def load_eval_prompts(script: T2IScriptArguments, config: Any) -> Any:
     with ``train.txt`` alone, as ``synth --task t2i_ocr`` writes it, trains with evaluation off, and says
     so). An evaluation asked for by ``eval_strategy`` or ``eval_on_start`` without the split is refused."""
     from r1vision.diffusion.data import check_prompts, load_prompts
-    from r1vision.tasks.loading import DatasetLoadError
 
     if not script.eval_split:
         return None
@@ -179,17 +190,33 @@ def run_t2i_grpo(script: T2IScriptArguments, config: Any) -> str:
     if evald is not None and trainer.state.global_step not in trainer.evaluated_steps:
         trainer.evaluate()
     record_layout(trainer, config.output_dir)
-    trainer.r1vision_run = {"recipe": getattr(script, "recipe", None), "dataset": script.dataset,
-                            "dataset_split": script.dataset_split, "reward_funcs": list(script.reward_funcs),
-                            "reward_options": script.reward_options}  # fmt: skip
+    trainer.r1vision_run = {
+        "recipe": getattr(script, "recipe", None),
+        "dataset": script.dataset,
+        "dataset_split": script.dataset_split,
+        "reward_funcs": list(script.reward_funcs),
+        "reward_options": script.reward_options,
+    }
     trainer.save_model(config.output_dir)
     return config.output_dir
 
 
-def sample_images(model: str, prompts: list[str], out_dir: str | Path, *, lora: str | None = None, steps: int = 40,
-                  guidance_scale: float = 4.5, resolution: int | None = None, seed: int = 0,
-                  device: str | None = None, batch_size: int = 8, first_index: int = 0,
-                  max_sequence_length: int | None = None, progress: Any = None) -> list[Any]:  # fmt: skip
+def sample_images(
+    model: str,
+    prompts: list[str],
+    out_dir: str | Path,
+    *,
+    lora: str | None = None,
+    steps: int = 40,
+    guidance_scale: float = 4.5,
+    resolution: int | None = None,
+    seed: int = 0,
+    device: str | None = None,
+    batch_size: int = 8,
+    first_index: int = 0,
+    max_sequence_length: int | None = None,
+    progress: Any = None,
+) -> list[Any]:
     """Deterministic images (:func:`r1vision.diffusion.rollout.sample_ode`: image ``i`` from the seed
     ``seed + first_index + i``) from a pipeline and an optional LoRA folder, loaded through stock diffusers'
     ``load_lora_weights`` (what a user of the exported LoRA does); saved as ``out_dir/NNNN.png``."""
@@ -202,9 +229,20 @@ def sample_images(model: str, prompts: list[str], out_dir: str | Path, *, lora: 
     if lora:
         family.pipe.load_lora_weights(lora)
     side = resolution or default_resolution(family)
-    images = to_pil(sample_ode(family, family.pipe.transformer, prompts, steps=steps, resolution=side,
-                               guidance_scale=guidance_scale, seed=seed, first_index=first_index,
-                               batch_size=batch_size, progress=progress))  # fmt: skip
+    images = to_pil(
+        sample_ode(
+            family,
+            family.pipe.transformer,
+            prompts,
+            steps=steps,
+            resolution=side,
+            guidance_scale=guidance_scale,
+            seed=seed,
+            first_index=first_index,
+            batch_size=batch_size,
+            progress=progress,
+        )
+    )
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for i, image in enumerate(images):
@@ -232,8 +270,13 @@ class Sampling:
     source: str = "defaults"
 
     @staticmethod
-    def resolve(lora: str | None, steps: int | None, guidance_scale: float | None, resolution: int | None,
-                max_sequence_length: int | None) -> Sampling:  # fmt: skip
+    def resolve(
+        lora: str | None,
+        steps: int | None,
+        guidance_scale: float | None,
+        resolution: int | None,
+        max_sequence_length: int | None,
+    ) -> Sampling:
         record: dict[str, Any] = {}
         source = "defaults"
         if lora:
@@ -244,9 +287,13 @@ class Sampling:
                     record, source = read_run_info(folder) or {}, str(folder / RUN_FILE)
                     break
         pick = lambda given, key, default: given if given is not None else record.get(key, default)  # noqa: E731
-        return Sampling(int(pick(steps, "eval_num_inference_steps", 40)), float(pick(guidance_scale, "guidance_scale", 4.5)),
-                        pick(resolution, "resolution", None), pick(max_sequence_length, "max_sequence_length", None),
-                        source)  # fmt: skip
+        return Sampling(
+            int(pick(steps, "eval_num_inference_steps", 40)),
+            float(pick(guidance_scale, "guidance_scale", 4.5)),
+            pick(resolution, "resolution", None),
+            pick(max_sequence_length, "max_sequence_length", None),
+            source,
+        )
 
 
 def _shard(n: int) -> tuple[int, int, range]:
@@ -280,11 +327,24 @@ def _progress(total: int, rank: int, what: str) -> Any:
     return tqdm(total=total, desc=what, unit="img", disable=rank != 0)
 
 
-def evaluate_t2i(model: str, prompts_source: str, out_dir: str | Path, *, split: str = "test", lora: str | None = None,
-                 reward_funcs: list[str] | None = None, reward_options: Any = None, steps: int | None = None,
-                 guidance_scale: float | None = None, resolution: int | None = None, seed: int = 0,
-                 limit: int | None = None, device: str | None = None, batch_size: int = 8,
-                 max_sequence_length: int | None = None) -> dict[str, float]:  # fmt: skip
+def evaluate_t2i(
+    model: str,
+    prompts_source: str,
+    out_dir: str | Path,
+    *,
+    split: str = "test",
+    lora: str | None = None,
+    reward_funcs: list[str] | None = None,
+    reward_options: Any = None,
+    steps: int | None = None,
+    guidance_scale: float | None = None,
+    resolution: int | None = None,
+    seed: int = 0,
+    limit: int | None = None,
+    device: str | None = None,
+    batch_size: int = 8,
+    max_sequence_length: int | None = None,
+) -> dict[str, float]:
     """Flow-GRPO's evaluation: images for the split's prompts (ODE, fixed seed per prompt), scored. Under
     ``torchrun`` each process takes a contiguous share of the prompts and the records are gathered. Writes
     ``metrics.json`` (with the settings used and where they came from), ``records.jsonl`` (prompt, target,
@@ -301,10 +361,21 @@ def evaluate_t2i(model: str, prompts_source: str, out_dir: str | Path, *, split:
     prompts = [str(r["prompt"]) for r in rows]
     out = Path(out_dir)
     bar = _progress(len(dataset), rank, "t2i-eval")
-    images = sample_images(model, prompts, out / "images", lora=lora, steps=how.steps, guidance_scale=how.guidance_scale,
-                           resolution=how.resolution, seed=seed, device=device or _default_device(), batch_size=batch_size,
-                           first_index=mine.start, max_sequence_length=how.max_sequence_length,
-                           progress=lambda n: bar.update(n * world))  # fmt: skip
+    images = sample_images(
+        model,
+        prompts,
+        out / "images",
+        lora=lora,
+        steps=how.steps,
+        guidance_scale=how.guidance_scale,
+        resolution=how.resolution,
+        seed=seed,
+        device=device or _default_device(),
+        batch_size=batch_size,
+        first_index=mine.start,
+        max_sequence_length=how.max_sequence_length,
+        progress=lambda n: bar.update(n * world),
+    )
     bar.close()
     funcs = build_rewards(names, reward_options)
     records = _gather(score_records(funcs, [1.0] * len(funcs), prompts, images, rows, indices=list(mine)))
@@ -319,18 +390,40 @@ def evaluate_t2i(model: str, prompts_source: str, out_dir: str | Path, *, split:
     metrics = write_evaluation(
         records, images_all, out, [getattr(f, "__name__", type(f).__name__) for f in funcs]
     )
-    settings = {"model": model, "lora": lora, "prompts": str(prompts_source), "split": split, "steps": how.steps,
-                "guidance_scale": how.guidance_scale, "resolution": how.resolution,
-                "max_sequence_length": how.max_sequence_length, "settings_from": how.source, "seed": seed,
-                "sampling": "ode", "processes": world}  # fmt: skip
+    settings = {
+        "model": model,
+        "lora": lora,
+        "prompts": str(prompts_source),
+        "split": split,
+        "steps": how.steps,
+        "guidance_scale": how.guidance_scale,
+        "resolution": how.resolution,
+        "max_sequence_length": how.max_sequence_length,
+        "settings_from": how.source,
+        "seed": seed,
+        "sampling": "ode",
+        "processes": world,
+    }
     (out / "metrics.json").write_text(json.dumps({**metrics, "settings": settings}, indent=2))
     return metrics
 
 
-def sample_t2i(model: str, prompts_source: str, out_dir: str | Path, *, split: str = "test", lora: str | None = None,
-               steps: int | None = None, guidance_scale: float | None = None, resolution: int | None = None,
-               seed: int = 0, limit: int | None = None, device: str | None = None, batch_size: int = 8,
-               max_sequence_length: int | None = None) -> Path:  # fmt: skip
+def sample_t2i(
+    model: str,
+    prompts_source: str,
+    out_dir: str | Path,
+    *,
+    split: str = "test",
+    lora: str | None = None,
+    steps: int | None = None,
+    guidance_scale: float | None = None,
+    resolution: int | None = None,
+    seed: int = 0,
+    limit: int | None = None,
+    device: str | None = None,
+    batch_size: int = 8,
+    max_sequence_length: int | None = None,
+) -> Path:
     """``t2i-sample``: images for the prompts (sharded under ``torchrun``) and paged contact sheets."""
     from r1vision.diffusion.data import load_prompts
     from r1vision.diffusion.evaluate import contact_sheets
@@ -341,10 +434,21 @@ def sample_t2i(model: str, prompts_source: str, out_dir: str | Path, *, split: s
     prompts = [str(dataset[i]["prompt"]) for i in mine]
     out = Path(out_dir)
     bar = _progress(len(dataset), rank, "t2i-sample")
-    sample_images(model, prompts, out / "images", lora=lora, steps=how.steps, guidance_scale=how.guidance_scale,
-                  resolution=how.resolution, seed=seed, device=device or _default_device(), batch_size=batch_size,
-                  first_index=mine.start, max_sequence_length=how.max_sequence_length,
-                  progress=lambda n: bar.update(n * world))  # fmt: skip
+    sample_images(
+        model,
+        prompts,
+        out / "images",
+        lora=lora,
+        steps=how.steps,
+        guidance_scale=how.guidance_scale,
+        resolution=how.resolution,
+        seed=seed,
+        device=device or _default_device(),
+        batch_size=batch_size,
+        first_index=mine.start,
+        max_sequence_length=how.max_sequence_length,
+        progress=lambda n: bar.update(n * world),
+    )
     bar.close()
     _gather([])  # every process has written its images
     if rank == 0:

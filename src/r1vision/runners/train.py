@@ -14,10 +14,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from r1vision.configs import flag_values, recipe_path, resolve_config_argv
 from r1vision.tasks import get_task, resolve_rewards
 from r1vision.tasks.base import RewardSpec, RunContext, Task, guarded_rewards
+from r1vision.tasks.geometry.metrics import DECODINGS as MAYE_DECODINGS
+from r1vision.tasks.options import merge_options, options_mapping
 from r1vision.tasks.registry import check_reward_weights
+from r1vision.trainer.config import VisionGRPOConfig, VisionSFTConfig
+from r1vision.trainer.decoding_eval import DecodingEvalCallback
 from r1vision.trainer.distributed import record_layout, teardown
+from r1vision.trainer.grpo import VisionGRPOTrainer
+from r1vision.trainer.merge import resolve_model
+from r1vision.trainer.run_info import run_settings
+from r1vision.trainer.sft import VisionSFTTrainer
+from r1vision.trainer.validation import check_generation_batch
+from r1vision.versions import check_generation_stack
 from r1vision.vision.budget import resolve_budget
 from r1vision.vision.family import model_family_of
 
@@ -77,7 +88,6 @@ class ScriptArguments:
     )
 
     def __post_init__(self) -> None:
-        from r1vision.trainer.merge import resolve_model
 
         for alias, name in SPELLINGS:
             value = getattr(self, alias)
@@ -104,10 +114,6 @@ def parse_train_argv(kind: str, argv: Sequence[str]) -> tuple[ScriptArguments, A
     """
     from trl import TrlParser
 
-    from r1vision.configs import recipe_path, resolve_config_argv
-    from r1vision.tasks.options import merge_options
-    from r1vision.trainer.config import VisionGRPOConfig, VisionSFTConfig
-
     argv = _command_line_spelling_wins(_join_report_to(resolve_config_argv(list(argv))))
     config_cls = VisionGRPOConfig if kind == "grpo" else VisionSFTConfig
     parser = TrlParser((ScriptArguments, config_cls), prog=f"r1vision {kind}")
@@ -126,7 +132,6 @@ def _command_line_spelling_wins(argv: list[str]) -> list[str]:
     it overrides a recipe that sets the other one (``dataset:``) as a command line overrides a recipe,
     instead of being refused as two different values of one thing. Both spellings on the command line
     are left as they are (different values are still refused)."""
-    from r1vision.configs import flag_values
 
     values = flag_values(argv)
     extra: list[str] = []
@@ -204,9 +209,6 @@ def reward_specs(prepared: Prepared, names: list[str] | None) -> list[RewardSpec
 
 def run_grpo(script: ScriptArguments, config: Any) -> str:
     """Train with ``VisionGRPOTrainer`` on the task's rewards; returns the output directory."""
-    from r1vision.trainer.grpo import VisionGRPOTrainer
-    from r1vision.trainer.validation import check_generation_batch
-    from r1vision.versions import check_generation_stack
 
     check_generation_stack(use_vllm=bool(getattr(config, "use_vllm", False)))
     prepared = prepare(script, config, stop_tokens=True)
@@ -232,7 +234,6 @@ def run_grpo(script: ScriptArguments, config: Any) -> str:
 
 def run_sft(script: ScriptArguments, config: Any) -> str:
     """Train with ``VisionSFTTrainer`` on the task's targets; returns the output directory."""
-    from r1vision.trainer.sft import VisionSFTTrainer
 
     prepared = prepare(script, config)
     keep = {"prompt", "completion", "images"}
@@ -262,8 +263,6 @@ def _settings(
     trainer: Any, kind: str, script: ScriptArguments, config: Any, specs: list[RewardSpec]
 ) -> dict[str, Any]:
     """The run settings ``r1vision_run.json`` records (:mod:`r1vision.trainer.output` writes them)."""
-    from r1vision.tasks.options import options_mapping
-    from r1vision.trainer.run_info import run_settings
 
     weights = getattr(config, "reward_weights", None) or []
     rewards = {s.name: float(w) for s, w in zip(specs, weights, strict=False)}
@@ -273,8 +272,6 @@ def _settings(
 
 
 def _decoding_eval(script: ScriptArguments, config: Any, prepared: Prepared, trainer: Any):
-    from r1vision.tasks.geometry.metrics import DECODINGS as MAYE_DECODINGS
-    from r1vision.trainer.decoding_eval import DecodingEvalCallback
 
     splits = {}
     for split in [s.strip() for s in (script.decoding_eval_splits or "").split(",") if s.strip()]:

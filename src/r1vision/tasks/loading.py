@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from r1vision.tasks.fastjson import loads
+
 logger = logging.getLogger(__name__)
 
 _FILE_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv", ".arrow": "arrow"}
@@ -214,7 +216,6 @@ def read_json_lines(where: Located) -> list[dict[str, Any]] | None:
     line lacks it) and local image paths are absolute. Column types are not unified across rows as
     Arrow does (an integer stays an integer next to floats).
     """
-    from r1vision.tasks.fastjson import loads
 
     if where.kind != "files" or not where.files or any(f.suffix != ".jsonl" for f in where.files):
         return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from r1vision.estimate import load_model_config
 from r1vision.testing.tiny import FAMILIES, make_tiny_model
 
 
@@ -30,8 +31,6 @@ def make_shaped_model(
     """
     import torch
     from transformers import AutoModelForImageTextToText, AutoTokenizer
-
-    from r1vision.estimate import load_model_config
 
     config = load_model_config(shape)
     family = config.model_type

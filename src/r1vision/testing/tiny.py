@@ -17,6 +17,7 @@ import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from r1vision.vision.budget import PixelBudget
 from r1vision.vision.family import FAMILIES as FAMILY_INFO
 
 FAMILIES = tuple(FAMILY_INFO)
@@ -223,7 +224,6 @@ def make_tiny_model(
     import torch
     from transformers import AutoModelForImageTextToText, Qwen2VLImageProcessorPil
 
-    from r1vision.vision.budget import PixelBudget
     from r1vision.vision.processor import PROCESSOR_CLASSES
 
     if family not in FAMILIES:

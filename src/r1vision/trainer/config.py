@@ -7,7 +7,11 @@ from typing import Any
 
 from trl import GRPOConfig, SFTConfig
 
+from r1vision.generation.vllm_plan import engine_problems, target_has_cuda
+from r1vision.trainer.advantages import resolve_estimator_options
+from r1vision.trainer.distributed import prepare_distributed
 from r1vision.trainer.merge import silence_peft_deprecation
+from r1vision.trainer.output import take_over_push
 
 silence_peft_deprecation()
 
@@ -118,8 +122,6 @@ def prepare_run(args: Any) -> None:
     and ``DiffusionGRPOConfig`` alike): ``--report_to a b`` / ``a,b`` as a list of trackers,
     ``--resume_from_checkpoint last|true`` as Trainer's ``True``, the CPU DeepSpeed state (it must precede
     the device and DeepSpeed resolution), and the Hub push taken over (one complete upload after training)."""
-    from r1vision.trainer.distributed import prepare_distributed
-    from r1vision.trainer.output import take_over_push
 
     report = args.report_to
     if isinstance(report, str) and report not in ("all", "none"):
@@ -176,8 +178,10 @@ def apply_model_flags(args: Any) -> None:
         import torch
 
         if _cpu_only(args) or not torch.cuda.is_available():
-            raise ValueError(f"{flag} needs a CUDA GPU (bitsandbytes quantisation); on this machine use "
-                             "--use_peft without it")  # fmt: skip
+            raise ValueError(
+                f"{flag} needs a CUDA GPU (bitsandbytes quantisation); on this machine use "
+                "--use_peft without it"
+            )
         if importlib.util.find_spec("bitsandbytes") is None:
             raise ValueError(f"{flag} needs bitsandbytes: pip install bitsandbytes")
         from transformers import BitsAndBytesConfig
@@ -368,7 +372,6 @@ class VisionGRPOConfig(VisionOptions, GRPOConfig):
             )
         if not 0.0 < self.keep_groups_by_std <= 1.0:
             raise ValueError(f"keep_groups_by_std must be in (0, 1], got {self.keep_groups_by_std}")
-        from r1vision.trainer.advantages import resolve_estimator_options
 
         # Refuse here, before a model is loaded, what the estimator would otherwise silently ignore.
         self.scale_rewards = resolve_estimator_options(
@@ -389,7 +392,6 @@ class VisionGRPOConfig(VisionOptions, GRPOConfig):
 
 def _refuse_engine_problems(args: VisionGRPOConfig) -> None:
     """vLLM settings that cannot work together fail here, before any model or GPU is touched."""
-    from r1vision.generation.vllm_plan import engine_problems, target_has_cuda
 
     problems = engine_problems(args, cuda=target_has_cuda(args))
     if problems:

@@ -71,16 +71,24 @@ class DecodingEvalCallback(TrainerCallback):
                 for split, rows in self.splits.items():
                     for name, decoding in self.decodings.items():
                         options = SamplingOptions(
-                            max_new_tokens=self.max_new_tokens, temperature=float(decoding["temperature"]),
-                            top_p=float(decoding.get("top_p", 1.0)), num_samples=int(decoding.get("k", 1)),
+                            max_new_tokens=self.max_new_tokens,
+                            temperature=float(decoding["temperature"]),
+                            top_p=float(decoding.get("top_p", 1.0)),
+                            num_samples=int(decoding.get("k", 1)),
                             seed=self.seed + step,
-                        )  # fmt: skip
+                        )
                         mine = list(range(rank, len(rows), world))
                         local: list[list[str]] = []
                         for start in range(0, len(mine), self.batch_size):
                             batch = [rows[i] for i in mine[start : start + self.batch_size]]
-                            local += generate(model, trainer.processing_class, batch, trainer.pixel_budget,
-                                              options, trainer.args.image_root)  # fmt: skip
+                            local += generate(
+                                model,
+                                trainer.processing_class,
+                                batch,
+                                trainer.pixel_budget,
+                                options,
+                                trainer.args.image_root,
+                            )
                         completions = _in_row_order(list(zip(mine, local, strict=True)), world, len(rows))
                         samples = [c if len(c) > 1 else c[0] for c in completions]
                         result = self.task.evaluate(list(rows), samples, self.opts, self.run)

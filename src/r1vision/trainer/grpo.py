@@ -20,6 +20,8 @@ from typing import Any
 import torch
 from trl import GRPOTrainer
 
+from r1vision.tasks.group_filter import select_groups_by_std
+from r1vision.trainer.advantages import compute_advantages
 from r1vision.trainer.checkpoint import CheckpointRenameMixin
 from r1vision.trainer.config import VisionGRPOConfig
 from r1vision.trainer.logline import use_compact_log
@@ -79,7 +81,7 @@ class VisionGRPOTrainer(FinalOutputMixin, CheckpointRenameMixin, VisionSetupMixi
                     getattr(args, "max_prompt_text_tokens", None),
                 )
                 if self.pixel_budget is not None
-                else args.vllm_max_model_length,  # fmt: skip
+                else args.vllm_max_model_length,
             )
         with generation:
             self._init_trl(
@@ -180,7 +182,6 @@ class VisionGRPOTrainer(FinalOutputMixin, CheckpointRenameMixin, VisionSetupMixi
         TRL computed GRPO advantages over the global batch and logged them; for any other estimator, or with
         group filtering, both the local slice in ``output`` and the logged global values are replaced.
         """
-        from r1vision.trainer.advantages import compute_advantages
 
         estimator, keep = self.args.advantage_estimator, self.args.keep_groups_by_std
         if estimator == "grpo" and keep >= 1.0:
@@ -217,7 +218,6 @@ class VisionGRPOTrainer(FinalOutputMixin, CheckpointRenameMixin, VisionSetupMixi
 
     def _group_keep_mask(self, rewards: torch.Tensor, group: int, mode: str) -> torch.Tensor:
         """1 for completions of the groups with the highest reward std (over the global batch), else 0."""
-        from r1vision.tasks.group_filter import select_groups_by_std
 
         kept = select_groups_by_std(rewards.tolist(), group, float(self.args.keep_groups_by_std))
         mask = torch.zeros(rewards.numel())

@@ -75,8 +75,14 @@ def format_logs(logs: dict[str, Any], step: int, max_steps: int) -> str | None:
         ]
         text = f"reward {_fmt(reward)}" + (f" ± {_fmt(std)}" if std is not None else "")
         parts.append(text + (f" ({', '.join(each)})" if len(each) > 1 else ""))
-    for key, label in (("completions/mean_length", "len"), ("loss", "loss"), ("kl", "kl"),
-                       ("entropy", "entropy"), ("grad_norm", "grad"), ("learning_rate", "lr")):  # fmt: skip
+    for key, label in (
+        ("completions/mean_length", "len"),
+        ("loss", "loss"),
+        ("kl", "kl"),
+        ("entropy", "entropy"),
+        ("grad_norm", "grad"),
+        ("learning_rate", "lr"),
+    ):
         value = _num(logs.get(key))
         if value is not None:
             parts.append(f"{label} {value:.0f}" if label == "len" else f"{label} {_fmt(value)}")

@@ -18,6 +18,16 @@ import os
 from pathlib import Path
 from typing import Any
 
+from r1vision.trainer.merge import (
+    MERGED_SUBDIR,
+    copy_stock_files,
+    is_adapter_dir,
+    merge_adapter,
+    record_absolute_base,
+)
+from r1vision.trainer.run_info import write_run_info
+from r1vision.versions import TESTED, installed
+
 logger = logging.getLogger(__name__)
 
 # Never uploaded: intermediate state and local logs.
@@ -74,7 +84,6 @@ def final_metrics(output_dir: str | os.PathLike) -> dict[str, str]:
 def model_card(settings: dict[str, Any], metrics: dict[str, str], repo_id: str | None = None) -> str:
     """A Hub model card: what was trained from what, on which data and task, with which rewards, recipe and
     versions, and where it ended."""
-    from r1vision.versions import TESTED, installed
 
     base, dataset = settings.get("base_model") or "?", settings.get("dataset") or "?"
     lines = [
@@ -142,27 +151,41 @@ def push_folder(output_dir: str | os.PathLike, args: Any) -> str:
 def t2i_model_card(settings: dict[str, Any], metrics: dict[str, str], repo_id: str | None = None) -> str:
     """The card of a text-to-image run: what was trained from what, and the stock diffusers lines that load
     the LoRA and draw an image as the run's evaluation did."""
-    from r1vision.versions import installed
 
     base = settings.get("base_model") or "?"
     where = repo_id or "OUTPUT_DIR"
     side = settings.get("resolution") or 512
     rewards = settings.get("rewards") or {}
-    lines = ["---", f"base_model: {base}" if base != "?" else "base_model: null", "library_name: diffusers",
-             "pipeline_tag: text-to-image", "tags: [r1vision, flow-grpo, lora]", "---", "",
-             f"# {repo_id or Path(str(settings.get('output_dir') or 'model')).name}", "",
-             f"A LoRA adapter for `{base}` trained with r1vision's text-to-image GRPO (Flow-GRPO) on "
-             f"`{settings.get('dataset') or '?'}`, rewards " + ", ".join(f"`{k}` ({v:g})" for k, v in rewards.items())
-             + f", recipe `{settings.get('recipe') or '(command line)'}`. `lora_ema/` holds the EMA weights (what the "
-             "evaluations used), `lora/` the last raw weights.", "", "```python", "import torch",
-             "from diffusers import StableDiffusion3Pipeline", "",
-             f'pipe = StableDiffusion3Pipeline.from_pretrained("{base}", torch_dtype=torch.bfloat16).to("cuda")',
-             f'pipe.load_lora_weights("{where}", subfolder="lora_ema")',
-             f'image = pipe("a sign that says \\"OPEN\\"", num_inference_steps={settings.get("eval_num_inference_steps") or 40}, '
-             f"guidance_scale={settings.get('guidance_scale') or 4.5}, height={side}, width={side},",
-             f"             max_sequence_length={settings.get('max_sequence_length') or 128}).images[0]", "```", "",
-             f"r1vision {installed('r1vision')}, diffusers {installed('diffusers')}, peft {installed('peft')}; "
-             "`r1vision_run.json` holds every setting, `eval_metrics.csv` the evaluations."]  # fmt: skip
+    lines = [
+        "---",
+        f"base_model: {base}" if base != "?" else "base_model: null",
+        "library_name: diffusers",
+        "pipeline_tag: text-to-image",
+        "tags: [r1vision, flow-grpo, lora]",
+        "---",
+        "",
+        f"# {repo_id or Path(str(settings.get('output_dir') or 'model')).name}",
+        "",
+        f"A LoRA adapter for `{base}` trained with r1vision's text-to-image GRPO (Flow-GRPO) on "
+        f"`{settings.get('dataset') or '?'}`, rewards "
+        + ", ".join(f"`{k}` ({v:g})" for k, v in rewards.items())
+        + f", recipe `{settings.get('recipe') or '(command line)'}`. `lora_ema/` holds the EMA weights (what the "
+        "evaluations used), `lora/` the last raw weights.",
+        "",
+        "```python",
+        "import torch",
+        "from diffusers import StableDiffusion3Pipeline",
+        "",
+        f'pipe = StableDiffusion3Pipeline.from_pretrained("{base}", torch_dtype=torch.bfloat16).to("cuda")',
+        f'pipe.load_lora_weights("{where}", subfolder="lora_ema")',
+        f'image = pipe("a sign that says \\"OPEN\\"", num_inference_steps={settings.get("eval_num_inference_steps") or 40}, '
+        f"guidance_scale={settings.get('guidance_scale') or 4.5}, height={side}, width={side},",
+        f"             max_sequence_length={settings.get('max_sequence_length') or 128}).images[0]",
+        "```",
+        "",
+        f"r1vision {installed('r1vision')}, diffusers {installed('diffusers')}, peft {installed('peft')}; "
+        "`r1vision_run.json` holds every setting, `eval_metrics.csv` the evaluations.",
+    ]
     if metrics:
         keep = [k for k in metrics if k in ("step", "reward", "reward_std") or k.startswith("rewards/")]
         lines += ["", "Final logged metrics (`metrics.csv`, last value of each):", ""]
@@ -176,7 +199,6 @@ def finish_output(
     """After the final save, for every r1vision trainer: the run record, what the kind adds (a VLM run: the
     base model's stock files and a merged model for a LoRA run), the model card, then the one upload of the
     complete folder."""
-    from r1vision.trainer.run_info import write_run_info
 
     args = trainer.args
     if not args.should_save:
@@ -196,13 +218,6 @@ def finish_output(
 
 
 def _finish_vlm_folder(output_dir: str | os.PathLike, settings: dict[str, Any]) -> None:
-    from r1vision.trainer.merge import (
-        MERGED_SUBDIR,
-        copy_stock_files,
-        is_adapter_dir,
-        merge_adapter,
-        record_absolute_base,
-    )
 
     base = settings.get("base_model")
     if base:

@@ -9,6 +9,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from r1vision.trainer.metrics_csv import MetricsCSVCallback
+from r1vision.trainer.validation import validate_dataset
 from r1vision.vision.budget import PixelBudget, apply_budget_to_processor, resolve_budget
 from r1vision.vision.family import is_vision_param, model_family_or_none
 
@@ -89,9 +91,6 @@ def prepare_vision_training(
     import os
 
     from transformers import AutoConfig, AutoProcessor
-
-    from r1vision.trainer.metrics_csv import MetricsCSVCallback
-    from r1vision.trainer.validation import validate_dataset
 
     model_id = model if isinstance(model, str) else model.config._name_or_path
     model_config = AutoConfig.from_pretrained(model) if isinstance(model, str) else model.config

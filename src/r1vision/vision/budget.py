@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from r1vision import hub
 from r1vision.vision.family import FAMILIES
 
 __all__ = [
@@ -145,8 +146,6 @@ def _hub_file(model: str, names: tuple[str, ...]) -> tuple[str, Path] | None:
     cache, else downloaded once :func:`r1vision.hub.lookup` finds the repo (without that one request an
     unreachable Hub costs ~55 s of client retries per file)."""
     from huggingface_hub import hf_hub_download
-
-    from r1vision import hub
 
     for name in names:
         try:

@@ -51,9 +51,19 @@ class _ImageOnlyMixin:
 
 # What a video-processor config shares with the image processor's (the Hub's Qwen3-VL layout).
 _VIDEO_KEYS = (
-    "size", "patch_size", "temporal_patch_size", "merge_size", "image_mean", "image_std", "do_resize",
-    "do_rescale", "rescale_factor", "do_normalize", "do_convert_rgb", "resample",
-)  # fmt: skip
+    "size",
+    "patch_size",
+    "temporal_patch_size",
+    "merge_size",
+    "image_mean",
+    "image_std",
+    "do_resize",
+    "do_rescale",
+    "rescale_factor",
+    "do_normalize",
+    "do_convert_rgb",
+    "resample",
+)
 VIDEO_CONFIG = "video_preprocessor_config.json"
 
 
@@ -147,3 +157,8 @@ def register_processors() -> None:
 
     processor_class_from_name._r1vision = True  # type: ignore[attr-defined]
     processing_auto.processor_class_from_name = processor_class_from_name
+
+
+# Importing this module registers the processors (r1vision.vision.registration imports it when transformers
+# loads; `import r1vision.vision.processor` first works the same way). Idempotent.
+register_processors()

@@ -17,9 +17,10 @@ from typing import Any
 
 
 def _register() -> None:
-    from r1vision.vision.processor import register_processors
-
-    register_processors()
+    # the processor module registers its classes as the last thing it does when imported: importing it is
+    # the registration, and a module that is half-imported (it imported transformers itself, the hook fired
+    # inside it) finishes and registers on its own
+    import r1vision.vision.processor  # noqa: F401
 
 
 class _RegisterAfterTransformers(importlib.abc.MetaPathFinder):

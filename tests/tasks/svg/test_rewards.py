@@ -207,7 +207,9 @@ def test_a_term_no_reward_weighs_is_not_computed():
     off = task.rewards(task.parse_options({}), RunContext())
     on = task.rewards(task.parse_options({"weights": {"colour": 0.3}}), RunContext())
     scorer_of = lambda specs: next(  # noqa: E731 - the scorer the term rewards share
-        c.cell_contents for c in specs[0].func.__closure__ or () if type(c.cell_contents).__name__ == "SVGScorer"
+        c.cell_contents
+        for c in specs[0].func.__closure__ or ()
+        if type(c.cell_contents).__name__ == "SVGScorer"
     )
     assert scorer_of(off).config.colour is False and scorer_of(on).config.colour is True
     assert [s.name for s in on if s.name == "svg_colour"] == ["svg_colour"]

@@ -18,30 +18,33 @@ from typing import Any
 from r1vision import rewards
 from r1vision.diffusion.rewards.image_stats import blueness, brightness, position, prompt_brightness, redness
 from r1vision.diffusion.rewards.ocr import OCRReward, ocr_score, target_text
+from r1vision.diffusion.rewards.scorers import AestheticScore, CLIPScore, pickscore
 
 ImageReward = Callable[..., list]
 
 
 def _clip_score(**options: Any) -> ImageReward:
-    from r1vision.diffusion.rewards.scorers import CLIPScore
 
     return CLIPScore(**options)
 
 
 def _pickscore(**options: Any) -> ImageReward:
-    from r1vision.diffusion.rewards.scorers import pickscore
 
     return pickscore(**options)
 
 
 def _aesthetic(**options: Any) -> ImageReward:
-    from r1vision.diffusion.rewards.scorers import AestheticScore
 
     return AestheticScore(**options)
 
 
-for _name, _func in (("brightness", brightness), ("prompt_brightness", prompt_brightness), ("redness", redness),
-                     ("blueness", blueness), ("position", position)):  # fmt: skip
+for _name, _func in (
+    ("brightness", brightness),
+    ("prompt_brightness", prompt_brightness),
+    ("redness", redness),
+    ("blueness", blueness),
+    ("position", position),
+):
     rewards.register_reward(_name, _func, kind="image")
 rewards.register_reward("ocr", factory=lambda **kw: OCRReward(**kw), kind="image")
 rewards.register_reward(

@@ -79,11 +79,15 @@ class RapidOCREngine:
             if self._engine is None:
                 from rapidocr import RapidOCR
 
-                self._engine = RapidOCR(params={
-                    "Global.use_cls": False, "Global.text_score": 0.0, "Global.log_level": "error",
-                    "EngineConfig.onnxruntime.intra_op_num_threads": self.threads,
-                    "EngineConfig.onnxruntime.inter_op_num_threads": 1,
-                })  # fmt: skip
+                self._engine = RapidOCR(
+                    params={
+                        "Global.use_cls": False,
+                        "Global.text_score": 0.0,
+                        "Global.log_level": "error",
+                        "EngineConfig.onnxruntime.intra_op_num_threads": self.threads,
+                        "EngineConfig.onnxruntime.inter_op_num_threads": 1,
+                    }
+                )
                 # an image with no text is an expected read (score 0), not a warning on every sample
                 logging.getLogger("RapidOCR").setLevel(logging.ERROR)
             result = self._engine(np.asarray(image.convert("RGB")))

@@ -27,8 +27,13 @@ def _local(path: str | Path, what: str) -> Path:
 class CLIPScore:
     """``f(prompts, images) -> cos(image, prompt)`` clipped at 0, with the CLIP model at ``path``."""
 
-    def __init__(self, path: str | Path, processor_path: str | Path | None = None, device: str = "cpu",
-                 scale: str = "cosine") -> None:  # fmt: skip
+    def __init__(
+        self,
+        path: str | Path,
+        processor_path: str | Path | None = None,
+        device: str = "cpu",
+        scale: str = "cosine",
+    ) -> None:
         from transformers import AutoTokenizer, CLIPImageProcessor, CLIPModel
 
         model_dir = _local(path, "CLIP model")
@@ -74,9 +79,15 @@ class AestheticScore:
         self.model, self.images, self.device = clip.model, clip.images, device
         dim = int(self.model.config.projection_dim)
         self.mlp = torch.nn.Sequential(
-            torch.nn.Linear(dim, 1024), torch.nn.Dropout(0.2), torch.nn.Linear(1024, 128), torch.nn.Dropout(0.2),
-            torch.nn.Linear(128, 64), torch.nn.Dropout(0.1), torch.nn.Linear(64, 16), torch.nn.Linear(16, 1),
-        )  # fmt: skip
+            torch.nn.Linear(dim, 1024),
+            torch.nn.Dropout(0.2),
+            torch.nn.Linear(1024, 128),
+            torch.nn.Dropout(0.2),
+            torch.nn.Linear(128, 64),
+            torch.nn.Dropout(0.1),
+            torch.nn.Linear(64, 16),
+            torch.nn.Linear(16, 1),
+        )
         file = _local(weights, "aesthetic predictor weights")
         if file.suffix == ".safetensors":
             from safetensors.torch import load_file

@@ -104,7 +104,13 @@ def write_polygon_problems(
             text, answer, solution = problem(shape, question, rng.randint(2, 9))
             rel = f"{name}_images/{i:05d}.png"
             draw_polygon(shape, rng, size).save(out / rel, optimize=False)
-            row = {"question": text, "answer": answer, "solution": solution, "id": f"{name}_{i}", "image": rel,
-                   "kind": pair_name(shape, question)}  # fmt: skip
+            row = {
+                "question": text,
+                "answer": answer,
+                "solution": solution,
+                "id": f"{name}_{i}",
+                "image": rel,
+                "kind": pair_name(shape, question),
+            }
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
     return path

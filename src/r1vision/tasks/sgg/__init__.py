@@ -17,9 +17,17 @@ from r1vision.tasks.sgg.task import PSGTask, SGGTask
 
 # The rewards import scipy (~0.5 s): loaded on first use, so that evaluation starts without them.
 _REWARDS = frozenset(
-    {"SGGScorer", "format_reward", "graph_reward", "group_normalize", "make_rewards",
-     "select_groups_by_std", "with_group_norm", "with_warmup"}
-)  # fmt: skip
+    {
+        "SGGScorer",
+        "format_reward",
+        "graph_reward",
+        "group_normalize",
+        "make_rewards",
+        "select_groups_by_std",
+        "with_group_norm",
+        "with_warmup",
+    }
+)
 
 
 def __getattr__(name: str) -> object:

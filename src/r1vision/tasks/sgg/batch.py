@@ -179,8 +179,21 @@ def _pair_geometry(scorer: SGGScorer, items: list[_Item]) -> _Pairs:
     begins = (np.cumsum(cpg) - cpg).tolist()
     kernel = compiled.pair_geometry
     if kernel is not None:  # the same operations in one compiled loop (no gathers, no temporaries)
-        out = kernel(pred, np.ascontiguousarray(gts), area_b, cp, cg, pcode, gcode, phead, ghead,
-                     float(scorer.w_label), float(scorer.w_giou), float(scorer.w_l1), float(credit or 0.0))  # fmt: skip
+        out = kernel(
+            pred,
+            np.ascontiguousarray(gts),
+            area_b,
+            cp,
+            cg,
+            pcode,
+            gcode,
+            phead,
+            ghead,
+            float(scorer.w_label),
+            float(scorer.w_giou),
+            float(scorer.w_l1),
+            float(credit or 0.0),
+        )
         label_sim, iou, l1, cost = (np.frombuffer(b, dtype=np.float64) for b in out[:4])
         return _Pairs(label_sim, iou, l1, cost, np.frombuffer(out[4], dtype=np.bool_), begins)
     # pair k of predicted object j (a block of g pairs): pred j, GT offset_of_row + k - block start

@@ -95,12 +95,23 @@ def relation_scores(
     if kernel is not None:  # the same join and sums, row by row in one compiled loop
         as64 = np.ascontiguousarray
         return kernel(
-            np.array(n_pred, dtype=np.int64), as64(ps_a), as64(po_a), pcode, np.array(n_gt, dtype=np.int64),
-            as64(rs, dtype=np.int64), as64(ro, dtype=np.int64), as64(gcode, dtype=np.int64),
-            np.array([gt.n for gt in gts], dtype=np.int64), np.array(gt_offsets, dtype=np.int64),
-            np.array(pair_begins, dtype=np.int64), as64(match, dtype=np.int64), as64(quality, dtype=np.float64),
-            as64(ok, dtype=np.bool_), as64(kp, dtype=np.float64), as64(gm, dtype=np.float64),
-        )  # fmt: skip
+            np.array(n_pred, dtype=np.int64),
+            as64(ps_a),
+            as64(po_a),
+            pcode,
+            np.array(n_gt, dtype=np.int64),
+            as64(rs, dtype=np.int64),
+            as64(ro, dtype=np.int64),
+            as64(gcode, dtype=np.int64),
+            np.array([gt.n for gt in gts], dtype=np.int64),
+            np.array(gt_offsets, dtype=np.int64),
+            np.array(pair_begins, dtype=np.int64),
+            as64(match, dtype=np.int64),
+            as64(quality, dtype=np.float64),
+            as64(ok, dtype=np.bool_),
+            as64(kp, dtype=np.float64),
+            as64(gm, dtype=np.float64),
+        )
     offset = np.repeat(np.array(gt_offsets, dtype=np.int64), n_gt)
     qs, qo = quality[rs + offset], quality[ro + offset]
 

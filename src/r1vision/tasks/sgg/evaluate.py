@@ -52,6 +52,7 @@ from r1vision.tasks.loading import DatasetLoadError
 from r1vision.tasks.sgg import recall
 from r1vision.tasks.sgg.bbox_ap import BoxAP
 from r1vision.tasks.sgg.categories import load_vocabulary, zero_shot_triplets
+from r1vision.tasks.sgg.data import image_size
 from r1vision.tasks.sgg.labels import normalize_object, normalize_predicate
 from r1vision.tasks.sgg.parse import name_of
 from r1vision.tasks.sgg.predictions import LazyEntries, PredGraph, read_predictions, to_pred_graph
@@ -68,7 +69,6 @@ def _refine(text: str) -> str:
 
 
 def _gt_sizes(row: dict[str, Any]) -> tuple[Any, Any]:
-    from r1vision.tasks.sgg.data import image_size
 
     orig, resized = row.get("original_image_sizes"), row.get("image_sizes")
     if orig is None:
@@ -223,9 +223,9 @@ class _Collector:
             first = recall.first_recalled(
                 len(gt_trip), ci, gi, np.array(ranks, dtype=np.int64), gt_key, not self.compat
             )
-            out.append(recall.recall_tables(
-                first, gt_image, self.n_images, trip_pred[gt_trip], trip_zs[gt_trip], ks
-            ))  # fmt: skip
+            out.append(
+                recall.recall_tables(first, gt_image, self.n_images, trip_pred[gt_trip], trip_zs[gt_trip], ks)
+            )
         first_image = np.full(len(names), len(gt_image), dtype=np.int64)
         np.minimum.at(first_image, trip_pred[gt_trip], gt_image)
         pred_names = list(names)
@@ -368,10 +368,15 @@ def evaluate_sgg(
             needs_size = isinstance(record, str) or (isinstance(record, dict) and "completion" in record)
             orig, resized = _gt_sizes(row) if needs_size else (None, None)
             pred = to_pred_graph(
-                record, predicates=preds_vocab, objects=vocabulary.objects, model_family=model_family,
-                original_size=orig, image_size=resized, budget=budget,
+                record,
+                predicates=preds_vocab,
+                objects=vocabulary.objects,
+                model_family=model_family,
+                original_size=orig,
+                image_size=resized,
+                budget=budget,
                 r1sgg=is_compat,
-            )  # fmt: skip
+            )
             n_failed += pred.error is not None
             n_without += pred.error == "no_completion"
             if is_compat and pred.placeholder:  # R1-SGG keeps nothing of such an answer but its placeholder
@@ -388,8 +393,14 @@ def evaluate_sgg(
             continue
         collect.add_gt(gt_norm, boxes, [(index[s], p, index[o]) for s, p, o in rel_ids], pred_label)
         collect.add_candidates(pred.triplets, obj_label, pred_label)
-        details.append({"image_id": image_id, "error": pred.error, "num_gt": len(rel_ids),
-                        "num_pred": len(pred.triplets)})  # fmt: skip
+        details.append(
+            {
+                "image_id": image_id,
+                "error": pred.error,
+                "num_gt": len(rel_ids),
+                "num_pred": len(pred.triplets),
+            }
+        )
 
     constrained, unconstrained, pred_names, met = collect.tables(zs, ks)
     if is_compat:  # every vocabulary predicate counts; absent ones as 0
@@ -403,8 +414,12 @@ def evaluate_sgg(
         return float(np.mean(means)) if means else 0.0
 
     metrics: dict[str, float] = {}
-    for name, part, which in (("R", 0, constrained), ("zR", 1, constrained), ("ngR", 0, unconstrained),
-                              ("ng-zR", 1, unconstrained)):  # fmt: skip
+    for name, part, which in (
+        ("R", 0, constrained),
+        ("zR", 1, constrained),
+        ("ngR", 0, unconstrained),
+        ("ng-zR", 1, unconstrained),
+    ):
         for k in ks:
             values = which[k][part]
             metrics[f"{name}@{k}"] = float(np.mean(values)) if len(values) else 0.0
@@ -465,9 +480,13 @@ def format_table(metrics: dict[str, float], ks: Sequence[int] = KS) -> str:
             f"{name:<8}" + "".join(f"{100 * v:9.2f}" if v is not None else f"{'-':>9}" for v in values)
         )
     if "AP" in metrics:
-        lines.append(f"box AP {100 * metrics['AP']:.2f}   AP50 {100 * metrics['AP50']:.2f}   "
-                     f"AP75 {100 * metrics['AP75']:.2f}")  # fmt: skip
-    lines.append(f"parse failures: {100 * metrics.get('parse_failure_rate', 0.0):.2f}%   "
-                 f"images: {int(metrics.get('num_images', 0))}   "
-                 f"coverage: {100 * metrics.get('coverage', 1.0):.2f}%")  # fmt: skip
+        lines.append(
+            f"box AP {100 * metrics['AP']:.2f}   AP50 {100 * metrics['AP50']:.2f}   "
+            f"AP75 {100 * metrics['AP75']:.2f}"
+        )
+    lines.append(
+        f"parse failures: {100 * metrics.get('parse_failure_rate', 0.0):.2f}%   "
+        f"images: {int(metrics.get('num_images', 0))}   "
+        f"coverage: {100 * metrics.get('coverage', 1.0):.2f}%"
+    )
     return "\n".join(lines)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from r1vision.tasks.sgg.categories import load_vocabulary
+from r1vision.tasks.sgg.evaluate import _gt_sizes, _iter_gt
 from r1vision.tasks.sgg.labels import normalize_object, normalize_predicate
 from r1vision.tasks.sgg.predictions import LazyEntries, PredGraph, read_predictions, to_pred_graph
 from r1vision.vision.budget import PixelBudget
@@ -102,7 +103,6 @@ def export_r1sgg(
 ) -> Path:
     """Write ``predictions`` (a path, or a dict keyed by image id) of the images in ``gt_rows`` as R1-SGG's
     ``sgg_pred_results.json``; returns the path. Images without a prediction record are left out."""
-    from r1vision.tasks.sgg.evaluate import _gt_sizes, _iter_gt
 
     vocabulary = load_vocabulary(vocab)
     objects, predicates = list(vocabulary.objects), list(vocabulary.predicates)
@@ -119,9 +119,15 @@ def export_r1sgg(
         needs_size = isinstance(record, str) or (isinstance(record, dict) and "completion" in record)
         orig, resized = _gt_sizes(row) if needs_size else (None, None)
         pred = to_pred_graph(
-            record, predicates=predicates, objects=objects, model_family=model_family, original_size=orig,
-            image_size=resized, budget=budget, r1sgg=True,
-        )  # fmt: skip
+            record,
+            predicates=predicates,
+            objects=objects,
+            model_family=model_family,
+            original_size=orig,
+            image_size=resized,
+            budget=budget,
+            r1sgg=True,
+        )
         out[image_id] = r1sgg_entry(image_id, pred, objects, predicates)
     path = Path(out_path)
     path.parent.mkdir(parents=True, exist_ok=True)

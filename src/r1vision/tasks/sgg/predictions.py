@@ -231,9 +231,17 @@ def from_completion(
     graph = parsed.graph
     objs = {o.id: (o.name, frame.to_original(frame.clip(o.box))) for o in graph.objects}
     triplets = [
-        (objs[r.subject][0], objs[r.subject][1], objs[r.object][0], objs[r.object][1], r.predicate, r.subject, r.object)
+        (
+            objs[r.subject][0],
+            objs[r.subject][1],
+            objs[r.object][0],
+            objs[r.object][1],
+            r.predicate,
+            r.subject,
+            r.object,
+        )
         for r in graph.relations
-    ]  # fmt: skip
+    ]
     return PredGraph(triplets, objects=list(objs.values()), object_ids=list(objs))
 
 
@@ -260,8 +268,11 @@ def from_r1sgg(entry: dict[str, Any], predicates: Sequence[str], objects: Sequen
         return PredGraph(error="r1sgg_placeholder", placeholder=True)
     boxes_all = entry.get("boxes") or []
     if not names:  # class indices into the vocabulary (1-based; 0 is background)
-        names = [objects[int(c) - 1] if 0 < int(c) <= len(objects) else "unknown" for c in labels
-                 if isinstance(c, (int, float))]  # fmt: skip
+        names = [
+            objects[int(c) - 1] if 0 < int(c) <= len(objects) else "unknown"
+            for c in labels
+            if isinstance(c, (int, float))
+        ]
     kept = [(str(n), b) for n, b in zip(names, boxes_all, strict=False) if _is_box(b)]
     objects_out = [(name_of(n), [float(v) for v in b]) for n, b in kept]
     object_ids = [n for n, _ in kept]
@@ -300,9 +311,16 @@ def from_r1sgg(entry: dict[str, Any], predicates: Sequence[str], objects: Sequen
                     label = int(classes[idx])
                     ids[k] = f"{objects[label - 1]}.{idx}" if 0 < label <= len(objects) else f"object.{idx}"
             out.append(
-                (name_of(ids[0]), [float(v) for v in boxes[si]], name_of(ids[1]), [float(v) for v in boxes[oi]],
-                 predicates[best - 1], ids[0], ids[1])
-            )  # fmt: skip
+                (
+                    name_of(ids[0]),
+                    [float(v) for v in boxes[si]],
+                    name_of(ids[1]),
+                    [float(v) for v in boxes[oi]],
+                    predicates[best - 1],
+                    ids[0],
+                    ids[1],
+                )
+            )
         except (TypeError, ValueError, IndexError):
             continue
     return PredGraph(out, objects=objects_out, object_ids=object_ids)

@@ -255,9 +255,15 @@ class SGGScorer:
             parsed = [(i, self.parse(rows[i][0])) for i in todo.values()]
             usable = [i for i, p in parsed if p.ok]  # the others score 0 on the per-row path
             gts = dict(
-                zip(usable, self._ground_truths([(*keys[i][1:], False) for i in usable],
-                                                [(*rows[i][1:], False, keys[i][3:]) for i in usable]), strict=True)
-            )  # fmt: skip
+                zip(
+                    usable,
+                    self._ground_truths(
+                        [(*keys[i][1:], False) for i in usable],
+                        [(*rows[i][1:], False, keys[i][3:]) for i in usable],
+                    ),
+                    strict=True,
+                )
+            )
             prepared = [(i, p, gts[i]) for i, p in parsed if p.ok]
             psim = self.predicate_sim
             if type(psim) is LabelSimilarity and not psim.head_credit and psim._norm is normalize_predicate:
@@ -310,8 +316,11 @@ class SGGScorer:
             q = []
             exp = math.exp
             for s, i, d in zip(
-                label_sim[rows, cols].tolist(), iou_m[rows, cols].tolist(), l1_m[rows, cols].tolist(), strict=True
-            ):  # fmt: skip
+                label_sim[rows, cols].tolist(),
+                iou_m[rows, cols].tolist(),
+                l1_m[rows, cols].tolist(),
+                strict=True,
+            ):
                 term = 0.5 * (i + exp(-d)) if a == b else (a * i + b * exp(-d)) / (a + b)
                 node_sum += s
                 box_sum += term

@@ -13,6 +13,7 @@ from r1vision.tasks.sgg.categories import Vocabulary, load_vocabulary
 from r1vision.tasks.sgg.data import image_size, load_raw, sft_target, to_trainer_format, validate_rows
 from r1vision.tasks.sgg.evaluate import evaluate_sgg
 from r1vision.tasks.sgg.prompts import R1_THINK_SYSTEM, R1SGG_PLAIN_SYSTEM, compact_prompt
+from r1vision.tasks.sgg.viz import visualize_prediction
 
 
 def _local_vocab(source: str | Path) -> Path | None:
@@ -230,7 +231,6 @@ class SGGTask(Task):
         run: RunContext,
     ) -> list[Path]:
         """``r1vision viz``: one PNG per row, ground truth against the prediction."""
-        from r1vision.tasks.sgg.viz import visualize_prediction
 
         return visualize_prediction(gt, pred, indices, out_dir, split=split, model_family=run.model_family)
 

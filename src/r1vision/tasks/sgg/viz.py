@@ -9,8 +9,11 @@ from typing import Any
 from PIL import Image
 
 from r1vision.tasks.sgg.boxes import box_frame
+from r1vision.tasks.sgg.data import load_raw
 from r1vision.tasks.sgg.parse import parse_scene_graph
+from r1vision.tasks.sgg.predictions import read_predictions
 from r1vision.vision.budget import PixelBudget
+from r1vision.vision.images import load_image
 
 
 def _graph_parts(objects: list[dict], relations: list[dict]) -> tuple[list[str], list[tuple[str, str, str]]]:
@@ -114,9 +117,6 @@ def visualize_prediction(
     model_family: str | None = None,
 ) -> list[Path]:
     """``r1vision viz sgg``: one PNG per requested GT row, with the matching prediction when given."""
-    from r1vision.tasks.sgg.data import load_raw
-    from r1vision.tasks.sgg.predictions import read_predictions
-    from r1vision.vision.images import load_image
 
     rows, root = load_raw(gt, split)
     preds = read_predictions(pred) if pred is not None else {}
@@ -130,7 +130,13 @@ def visualize_prediction(
         image = load_image(row["image"], root)
         completion = record.get("completion") if record else None
         out.append(
-            render_sgg(image, row["objects"], row["relationships"], completion,
-                       Path(out_dir) / f"sgg_{row['image_id']}.png", model_family=family)
-        )  # fmt: skip
+            render_sgg(
+                image,
+                row["objects"],
+                row["relationships"],
+                completion,
+                Path(out_dir) / f"sgg_{row['image_id']}.png",
+                model_family=family,
+            )
+        )
     return out
