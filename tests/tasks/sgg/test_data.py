@@ -177,9 +177,11 @@ def test_sgg_loader_names_row_of_unreadable_image(tmp_path):
         task_rows("sgg", tmp_path, "train", family="qwen2_vl", with_completion=True)
 
 
-def test_r1sgg_prompts_come_from_the_datasets_own_columns(tmp_path):
-    """``prompt: r1sgg`` evaluates R1-SGG's checkpoints on the prompts they were trained with."""
-    from r1vision.tasks.sgg.prompts import R1_THINK_SYSTEM, R1SGG_PLAIN_SYSTEM, r1sgg_prompt
+def test_r1sgg_prompts_are_the_ones_r1sgg_trains_with(tmp_path):
+    """``prompt: r1sgg`` evaluates R1-SGG's checkpoints on the prompts they were trained with: its constant
+    PROMPT_SG for the open vocabulary (it never reads the dataset's prompt_open), the row's prompt_close for
+    the closed one."""
+    from r1vision.tasks.sgg.prompts import R1_THINK_SYSTEM, R1SGG_PLAIN_SYSTEM, R1SGG_PROMPT_SG, r1sgg_prompt
 
     out = synth_sgg(tmp_path / "s", 2, seed=1, split="train")
     raw, _ = load_raw(str(out), "train")
@@ -189,6 +191,11 @@ def test_r1sgg_prompts_come_from_the_datasets_own_columns(tmp_path):
     assert system["content"][0]["text"] == R1SGG_PLAIN_SYSTEM
     assert closed[0]["prompt"][0]["content"][0]["text"] == R1_THINK_SYSTEM
     assert user["content"][1]["text"] != closed[0]["prompt"][1]["content"][1]["text"]
-    assert user["content"][1]["text"] == r1sgg_prompt(raw[0]["prompt_open"])
+    assert user["content"][1]["text"] == R1SGG_PROMPT_SG
+    assert R1SGG_PROMPT_SG.startswith(
+        "Generate a structured scene graph for an image using the following format:"
+    )
+    assert R1SGG_PROMPT_SG.endswith("Now, generate the complete scene graph for the provided image:\n")
+    assert closed[0]["prompt"][1]["content"][1]["text"] == r1sgg_prompt(raw[0]["prompt_close"])
     text = 'Generate the graph of this image of size (640 x 480) as <answer>{"objects": []}</answer>'
     assert r1sgg_prompt(text) == 'Generate the graph of this image as ```json{"objects": []}```'

@@ -12,7 +12,7 @@ from r1vision.tasks.options import option
 from r1vision.tasks.sgg.categories import Vocabulary, load_vocabulary
 from r1vision.tasks.sgg.data import image_size, load_raw, sft_target, to_trainer_format, validate_rows
 from r1vision.tasks.sgg.evaluate import evaluate_sgg
-from r1vision.tasks.sgg.prompts import R1_THINK_SYSTEM, R1SGG_PLAIN_SYSTEM, compact_prompt
+from r1vision.tasks.sgg.prompts import R1_THINK_SYSTEM, R1SGG_PLAIN_SYSTEM, R1SGG_PROMPT_SG, compact_prompt
 from r1vision.tasks.sgg.viz import visualize_prediction
 
 
@@ -118,8 +118,10 @@ class SGGTask(Task):
             system=system,
             with_completion=opts.with_completion,
             budget=run.budget,
-            prompt_text=compact_prompt(run.model_family) if opts.prompt == "compact" else None,
-            prompt_column={"r1sgg": "prompt_open", "r1sgg_closed": "prompt_close"}.get(opts.prompt),
+            prompt_text={"compact": compact_prompt(run.model_family), "r1sgg": R1SGG_PROMPT_SG}.get(
+                opts.prompt
+            ),
+            prompt_column="prompt_close" if opts.prompt == "r1sgg_closed" else None,
         )
 
     def rewards(self, opts: SGGOptions, run: RunContext) -> list[RewardSpec]:
