@@ -357,11 +357,17 @@ def test_objects_with_an_empty_relation_list_are_left_out_of_recall_and_kept_in_
     m = evaluate_sgg(gt, {"1": {"completion": hit, **size}, "2": {"completion": empty, **size}},
                      compat="r1sgg", model_family="qwen2_vl")  # fmt: skip
     assert m["R@50"] == 1.0 and m["num_images"] == 1  # image 2: no predicted relation, not counted
-    assert m["AP50"] == 1.0  # image 2's objects are detections too (they were dropped as a placeholder)
+    # image 2's objects are detections too; R1-SGG numbers the dataset's first box (image 1's man) 0, which
+    # pycocotools reads as "unmatched": that detection is a false positive (man: 0.5 precision to recall 0.5)
+    assert m["AP50"] == pytest.approx((1.0 + 0.5 * 51 / 101) / 2)
+    right = evaluate_sgg(gt, {"1": {"completion": hit, **size}, "2": {"completion": empty, **size}},
+                         model_family="qwen2_vl")  # fmt: skip
+    assert right["AP50"] == 1.0  # the default mode counts the first box right
     rejected = evaluate_sgg(gt, {"1": {"completion": hit, **size}, "2": {"completion": "sorry", **size}},
                             compat="r1sgg", model_family="qwen2_vl")  # fmt: skip
     assert rejected["R@50"] == 0.5 and rejected["num_images"] == 2
-    assert rejected["AP50"] == pytest.approx(51 / 101)  # COCO: precision 1 at recall 0 to 0.5 of 101 points
+    # COCO: horse precision 1 at recall 0 to 0.5 of 101 points; man only the uncredited first box: 0
+    assert rejected["AP50"] == pytest.approx(51 / 101 / 2)
 
 
 def test_no_graph_constraint_ranks_ties_as_r1sggs_argsort():

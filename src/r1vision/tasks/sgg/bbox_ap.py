@@ -42,16 +42,18 @@ def _iou(d: np.ndarray, g: np.ndarray) -> np.ndarray:
     return np.divide(inter, union, out=np.zeros_like(inter), where=union > 0)
 
 
-def _match(ious: np.ndarray) -> np.ndarray:
+def _match(ious: np.ndarray, uncredited: int | None = None) -> np.ndarray:
     """``matched[t, i]``: detection i (in rank order) takes a ground-truth box at threshold t.
 
-    ``ious`` is -1 where a detection may not take a box (another category).
+    ``ious`` is -1 where a detection may not take a box (another category). A detection that takes the
+    box ``uncredited`` is not counted as matched (the box is taken all the same): pycocotools' reading of a
+    ground-truth annotation numbered 0, whose id marks "unmatched" in its tables.
     """
     n_det, n_gt = ious.shape
     limits = np.minimum(THRESHOLDS, 1 - 1e-10)
     if n_gt == 0:
         return np.zeros((len(THRESHOLDS), n_det), dtype=bool)
-    if (ious >= limits[0]).sum(axis=0).max() <= 1:
+    if uncredited is None and (ious >= limits[0]).sum(axis=0).max() <= 1:
         # no box is wanted by two detections: each detection gets its best box whenever it qualifies
         return ious.max(axis=1)[None, :] >= limits[:, None]
     taken = np.zeros((len(THRESHOLDS), n_gt), dtype=bool)
@@ -63,7 +65,7 @@ def _match(ious: np.ndarray) -> np.ndarray:
         cand = np.where(taken, -1.0, ious[i][None, :])
         best = n_gt - 1 - np.argmax(cand[:, ::-1], axis=1)  # the last of equal IoUs, as pycocotools
         ok = cand[rows, best] >= limits
-        out[:, i] = ok
+        out[:, i] = ok & (best != uncredited)
         taken[rows[ok], best[ok]] = True
     return out
 
@@ -81,7 +83,11 @@ def _pair_iou(d: np.ndarray, g: np.ndarray) -> np.ndarray:
 class BoxAP:
     """Box AP of many images, matched all at once: images are added one by one, :meth:`result` scores."""
 
-    def __init__(self) -> None:
+    def __init__(self, first_box_numbered_zero: bool = False) -> None:
+        # R1-SGG numbers its COCO ground-truth annotations from 0, and pycocotools takes an annotation id of
+        # 0 for "unmatched": the detection that matches the dataset's first box counts as a false positive.
+        # Compat mode reproduces that (the first box of the first image added); the default counts it right.
+        self.first_box_numbered_zero = first_box_numbered_zero
         self.codes: dict[str, int] = {}
         self.image_ids: list[str] = []
         self.g_cat: list[int] = []
@@ -90,12 +96,22 @@ class BoxAP:
         self.d_cat: list[int] = []
         self.d_img: list[int] = []
         self.d_boxes: list[np.ndarray] = []
+        self.zero_image: int | None = None  # the image holding the box numbered 0 (compat mode)
 
     def add(
-        self, image_id: str, gt_cats: list[str], gt_boxes: Any, det_cats: list[str], det_boxes: Any
+        self,
+        image_id: str,
+        gt_cats: list[str],
+        gt_boxes: Any,
+        det_cats: list[str],
+        det_boxes: Any,
+        first_of_dataset: bool = False,
     ) -> None:
-        """One image: GT and detection categories and ``[x1, y1, x2, y2]`` boxes, detections in rank order."""
+        """One image: GT and detection categories and ``[x1, y1, x2, y2]`` boxes, detections in rank order;
+        ``first_of_dataset``: its first GT box is the dataset's first (numbered 0 by R1-SGG)."""
         code, image = self.codes.setdefault, len(self.image_ids)
+        if first_of_dataset and len(gt_cats):
+            self.zero_image = image
         self.image_ids.append(str(image_id))
         self.g_cat.extend([code(c, len(self.codes)) for c in gt_cats])
         self.g_img.extend([image] * len(gt_cats))
@@ -135,10 +151,15 @@ class BoxAP:
         # no box wanted by two detections: each detection gets its best box whenever it qualifies
         matched = best[None, :] >= limits[:, None]
         wanted = np.bincount(pg[ious >= limits[0]], minlength=len(g_cat))
-        for image in np.unique(g_img[wanted > 1]).tolist():  # the others: greedy matching in rank order
+        slow = set(np.unique(g_img[wanted > 1]).tolist())
+        zero = 0 if self.first_box_numbered_zero and self.zero_image is not None else None
+        if zero is not None:
+            slow.add(self.zero_image)
+        for image in sorted(slow):  # the others: greedy matching in rank order
             dets, gts = np.flatnonzero(d_img == image), np.flatnonzero(g_img == image)
             same = d_cat[dets][:, None] == g_cat[gts][None, :]
-            matched[:, dets] = _match(np.where(same, _iou(d_box[dets], g_box[gts]), -1.0))
+            uncredited = zero if image == self.zero_image else None
+            matched[:, dets] = _match(np.where(same, _iou(d_box[dets], g_box[gts]), -1.0), uncredited)
         position = np.empty(len(self.image_ids), dtype=np.int64)  # pycocotools sorts images by string id
         position[sorted(range(len(self.image_ids)), key=self.image_ids.__getitem__)] = np.arange(
             len(position)

@@ -350,11 +350,13 @@ def evaluate_sgg(
     gt_label = _Normalized(lambda obj_id: obj_label[name_of(obj_id)])  # by GT object id
     collect = _Collector(is_compat, preds_vocab, k_max)
     details: list[dict[str, Any]] = []
-    ap = BoxAP()
+    ap = BoxAP(first_box_numbered_zero=is_compat)
     n_records = n_failed = n_without = 0
+    zero_open = True  # R1-SGG numbers the dataset's first GT box 0 (see bbox_ap.BoxAP)
     for number, row in enumerate(rows):
         image_id = str(row["image_id"])
         objs, rels = _decoded(row["objects"]), _decoded(row["relationships"])
+        first_box_here, zero_open = zero_open and bool(objs), zero_open and not objs
         ids = [str(o["id"]) for o in objs]
         gt_norm = [gt_label[i] for i in ids]
         boxes = _gt_boxes(objs, number, image_id)
@@ -388,6 +390,7 @@ def evaluate_sgg(
                 boxes,
                 [obj_label[n] for n, _ in pred.objects],
                 [b for _, b in pred.objects],
+                first_of_dataset=first_box_here,
             )
         if not rel_ids or (is_compat and (record is None or not (pred.triplets or pred.placeholder))):
             continue
