@@ -21,7 +21,18 @@ TASK_SHARED = {p.stem for p in (PACKAGE / "tasks").glob("*.py") if p.stem != "__
 # The layers, lowest first, by top-level name below ``r1vision`` (packages, modules, the C extension). A module
 # imports from its own layer or lower ones. The architecture doc's "Layout" section describes them.
 LAYERS: list[list[str]] = [
-    ["vision", "versions", "compiled", "_speedups", "configs", "parent_watch", "hub", "suggest", "rewards"],
+    [
+        "vision",
+        "versions",
+        "compiled",
+        "_speedups",
+        "configs",
+        "parent_watch",
+        "hub",
+        "suggest",
+        "rewards",
+        "checkpoints",
+    ],
     ["tasks"],
     ["generation"],
     ["trainer", "diffusion"],

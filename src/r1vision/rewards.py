@@ -116,7 +116,12 @@ def resolve(
                 raise UnknownRewardError(
                     f"reward {name!r} takes no options (--reward_options gave {sorted(given)})"
                 )
-            func = entry.make(**given)
+            try:
+                func = entry.make(**given)
+            except TypeError as exc:  # a factory's missing or unknown option, named in one line
+                raise UnknownRewardError(
+                    f"reward {name!r}: {exc}; give its options as --reward_options '{{\"{name}\": {{...}}}}'"
+                ) from None
             out.append(RewardSpec(name, func, entry.weight, entry.low, entry.high))
         elif "." in name:
             out.append(_import(name, given))

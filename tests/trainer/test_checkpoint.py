@@ -80,7 +80,8 @@ def test_csv_columns_grow_and_steps_merge(tmp_path):
 
 
 def test_last_checkpoint_is_the_newest_complete_one(tmp_path):
-    from r1vision.trainer.checkpoint import NoCheckpointError, checkpoint_problem, resolve_last_checkpoint
+    from r1vision.checkpoints import checkpoint_problem
+    from r1vision.trainer.checkpoint import NoCheckpointError, resolve_last_checkpoint
 
     def checkpoint(step, state=True, weights=True):
         folder = tmp_path / f"checkpoint-{step}"

@@ -20,9 +20,23 @@ def spellings(name: str) -> list[str]:
     return list(dict.fromkeys([name, snake, kebab]))
 
 
-def add(p: argparse.ArgumentParser | Any, name: str, **kwargs: Any) -> None:
-    """Add option ``name`` (snake case) under both spellings; its value lands in ``name`` without dashes."""
+def add(p: argparse.ArgumentParser | Any, name: str, minimum: float | None = None, **kwargs: Any) -> None:
+    """Add option ``name`` (snake case) under both spellings; its value lands in ``name`` without dashes.
+    ``minimum``: a number below it is refused by the parser (one line, exit 2, naming the flag)."""
+    if minimum is not None:
+        kwargs["type"] = _at_least(kwargs.get("type", int), minimum)
     p.add_argument(*spellings(name), dest=name[2:].replace("-", "_"), **kwargs)
+
+
+def _at_least(cast: Any, minimum: float) -> Any:
+    def convert(text: str) -> Any:
+        value = cast(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum:g}, got {text}")
+        return value
+
+    convert.__name__ = getattr(cast, "__name__", "number")  # argparse names the type in its messages
+    return convert
 
 
 class OneLineParser(argparse.ArgumentParser):

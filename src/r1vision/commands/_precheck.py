@@ -178,10 +178,13 @@ def check_train_argv(kind: str, argv: Sequence[str]) -> None:
             raise UsageError(
                 f"unknown flag '--{name}'{suggest(name, valid)} (r1vision {kind} --help lists them)"
             )
+    if "config" in values and not values["config"]:
+        raise UsageError("--config needs a recipe: a shipped name (`r1vision configs`) or a YAML path")
     recipe = _recipe(values)
     for key in recipe:
         if key not in valid:
             raise UsageError(f"--config: unknown option {key!r} in the recipe{suggest(key, valid)}")
+    check_run_settings(kind, values, recipe)
     task = values.get("task") or recipe.get("task")
     if task and ":" not in str(task):
         from r1vision.tasks.registry import list_tasks
@@ -202,6 +205,65 @@ def check_train_argv(kind: str, argv: Sequence[str]) -> None:
             check_hub_id(flag, values.get(flag), "model", "model folder")
         for flag in ("dataset", "dataset_name"):
             check_hub_id(flag, values.get(flag), "dataset", "dataset file or folder")
+
+
+def check_run_settings(kind: str, values: dict[str, str | None], recipe: dict[str, Any]) -> None:
+    """Settings that would fail after the model loads (or silently): an output folder that is a file, a
+    pixel budget upside down, flash-attn without the package, a process count below 1, a checkpoint to
+    resume that is not there, a text-to-image model that is not a diffusers pipeline."""
+
+    def value(key: str) -> Any:
+        return values[key] if key in values else recipe.get(key)
+
+    out = value("output_dir")
+    if out and Path(str(out)).expanduser().is_file():
+        raise UsageError(f"--output_dir {out}: a file is in the way (a run writes a folder there)")
+    low, high = value("min_pixels"), value("max_pixels")
+    try:
+        upside_down = low is not None and high is not None and float(low) > float(high)
+    except ValueError:
+        upside_down = False  # a non-number: check_numbers names it
+    if upside_down:
+        raise UsageError(f"--min_pixels {low} is above --max_pixels {high}")
+    if str(value("attn_implementation")) == "flash_attention_2":
+        import importlib.util
+
+        if importlib.util.find_spec("flash_attn") is None:
+            raise UsageError(
+                "--attn_implementation flash_attention_2: the flash-attn package is not installed "
+                "(pip install flash-attn on a CUDA machine; sdpa is the default without it)"
+            )
+    nproc = value("num_processes")
+    if nproc is not None:
+        try:
+            ok = int(str(nproc)) >= 1
+        except ValueError:
+            ok = False
+        if not ok:
+            raise UsageError(f"--num_processes {nproc}: must be an integer >= 1")
+    resume = value("resume_from_checkpoint")
+    if resume and str(resume).lower() not in ("last", "true", "false", "none"):
+        from r1vision.checkpoints import resume_problem
+
+        problem = resume_problem(str(Path(str(resume)).expanduser()))
+        if problem:
+            raise UsageError(f"--resume_from_checkpoint {resume}: {problem}")
+    model = value("model") or value("model_name_or_path")
+    if kind == "t2i" and model and Path(str(model)).expanduser().is_dir():
+        if not (Path(str(model)).expanduser() / "model_index.json").is_file():
+            raise UsageError(f"--model {model}: not a diffusers pipeline folder (no model_index.json)")
+
+
+def check_model_folder(model: str | None) -> None:
+    """A local ``--model`` folder must be a model (``config.json``), a LoRA run (``adapter_config.json``)
+    or an r1vision output: a dataset folder named by mistake is refused before anything loads."""
+    if not model or not Path(model).expanduser().is_dir():
+        return
+    folder = Path(model).expanduser()
+    if not any(
+        (folder / name).is_file() for name in ("config.json", "adapter_config.json", "r1vision_run.json")
+    ):
+        raise UsageError(f"--model {model}: not a model folder (no config.json or adapter_config.json)")
 
 
 def check_paths(args: Any, **flags: str) -> None:

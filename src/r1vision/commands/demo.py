@@ -14,7 +14,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = parser("demo", __doc__)
     add(p, "--output_dir", default="demo_out", help="output folder (default: demo_out)")
     add(p, "--seed", type=int, default=0, help="first seed")
-    add(p, "--seeds", type=int, default=1, help="number of seeds (seed, seed+1, ...); table = mean ± std")
+    add(
+        p,
+        "--seeds",
+        minimum=1,
+        type=int,
+        default=1,
+        help="number of seeds (seed, seed+1, ...); table = mean ± std",
+    )
     add(
         p,
         "--task",
@@ -29,9 +36,11 @@ def build_parser() -> argparse.ArgumentParser:
     add(
         p,
         "--threads",
+        minimum=1,
         type=int,
-        default=2,
-        help="torch threads, pinned (sgg, geometry, svg; t2i always uses 1): the numbers depend on it; recorded in eval.json",
+        default=None,
+        help="torch threads, pinned (sgg, geometry, svg; t2i always uses 1; default: OMP_NUM_THREADS, else the "
+        "machine's cores): the numbers depend on it; recorded in eval.json",
     )
     return p
 

@@ -20,7 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
         required=True,
         help="folder, config.json, Hub id or a built-in shape (qwen2.5-vl-7b, ...)",
     )
-    add(p, "--gpus", type=int, required=True, help="training GPUs in total (all nodes)")
+    add(p, "--gpus", minimum=1, type=int, required=True, help="training GPUs in total (all nodes)")
     add(
         p,
         "--zero",
@@ -30,13 +30,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="DeepSpeed ZeRO stage; 0: no DeepSpeed (one GPU or DDP, AdamW states in the load dtype)",
     )
     add(p, "--offload", action="store_true", help="offload optimizer (ZeRO-2) or it and weights (3)")
-    add(p, "--lora", type=int, default=0, metavar="R", help="LoRA rank (0: full fine-tuning)")
+    add(p, "--lora", minimum=0, type=int, default=0, metavar="R", help="LoRA rank (0: full fine-tuning)")
     add(p, "--freeze_vision", action="store_true")
-    add(p, "--batch", type=int, default=4, help="per-device batch, in sequences")
+    add(p, "--batch", minimum=1, type=int, default=4, help="per-device batch, in sequences")
     add(p, "--prompt_tokens", type=int, default=256, help="text tokens of a prompt")
     add(p, "--completion_tokens", type=int, default=1024, help="max_completion_length")
     add(p, "--max_pixels", type=int, default=602112)
-    add(p, "--images", type=int, default=1, help="images per prompt")
+    add(p, "--images", minimum=1, type=int, default=1, help="images per prompt")
     add(p, "--no_gradient_checkpointing", action="store_true")
     add(p, "--vllm_gpu_memory_utilization", type=float, default=0.3)
     add(p, "--beta", type=float, default=0.0, help="GRPO's KL coefficient (> 0: reference model)")
@@ -61,11 +61,18 @@ def build_parser() -> argparse.ArgumentParser:
 def build_t2i_parser() -> argparse.ArgumentParser:
     p = parser("estimate-memory", "Per-GPU memory of text-to-image GRPO on an SD3/SD3.5 pipeline.")
     add(p, "--model", required=True, help="sd3.5-medium or a local diffusers SD3 folder")
-    add(p, "--resolution", type=int, default=512)
-    add(p, "--batch", type=int, default=32, help="images in one training forward (prompts per step x group)")
+    add(p, "--resolution", minimum=16, type=int, default=512)
+    add(
+        p,
+        "--batch",
+        minimum=1,
+        type=int,
+        default=32,
+        help="images in one training forward (prompts per step x group)",
+    )
     add(p, "--rollout_images", type=int, default=None, help="images sampled per step (default: --batch)")
-    add(p, "--steps", type=int, default=10, help="sampling steps of a rollout")
-    add(p, "--lora", type=int, default=32, metavar="R", help="LoRA rank (0: full fine-tuning)")
+    add(p, "--steps", minimum=1, type=int, default=10, help="sampling steps of a rollout")
+    add(p, "--lora", minimum=0, type=int, default=32, metavar="R", help="LoRA rank (0: full fine-tuning)")
     add(p, "--denoiser_dtype", choices=["float32", "bfloat16", "float16"], default="float32")
     add(p, "--no_bf16", action="store_true", help="text encoders in the denoiser's dtype, not bf16")
     add(p, "--no_guidance", action="store_true", help="no classifier-free guidance (1 row per image)")

@@ -24,18 +24,25 @@ def build_parser() -> argparse.ArgumentParser:
     add(p, "--dataset", required=True, help="Hub id, local folder or file")
     add(p, "--split", default="test")
     add(p, "--output_dir", required=True, help="output folder (shard-*.jsonl); rerun to resume")
-    add(p, "--batch_size", type=int, default=8)
-    add(p, "--max_new_tokens", type=int, default=None, help="default: the task's (sgg 2048, svg 4096, ...)")
+    add(p, "--batch_size", minimum=1, type=int, default=8)
+    add(
+        p,
+        "--max_new_tokens",
+        minimum=1,
+        type=int,
+        default=None,
+        help="default: the task's (sgg 2048, svg 4096, ...)",
+    )
     add(p, "--temperature", type=float, default=0.0, help="0: greedy (default); > 0 samples")
     add(p, "--top_p", type=float, default=1.0, help="nucleus sampling (1.0: off)")
     add(p, "--top_k", type=int, default=0, help="top-k sampling (0: off)")
     add(p, "--min_p", type=float, default=0.0, help="min-p sampling (0: off)")
     add(p, "--repetition_penalty", type=float, default=1.0, help="1.0: off")
-    add(p, "--num_samples", type=int, default=1, help="samples per row (pass@k)")
+    add(p, "--num_samples", minimum=1, type=int, default=1, help="samples per row (pass@k)")
     add(p, "--seed", type=int, default=0)
     add(p, "--min_pixels", type=int, default=None)
     add(p, "--max_pixels", type=int, default=None)
-    add(p, "--limit", type=int, default=None, help="the first N rows only")
+    add(p, "--limit", minimum=1, type=int, default=None, help="the first N rows only")
     add(p, "--image_root", default=None, help="folder relative image paths resolve against")
     add(p, "--task_options", default=None, help="JSON object of the task's options (merged into the run's)")
     add(
@@ -50,9 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run(argv: Sequence[str]) -> int:
     a = build_parser().parse_args(list(argv))
-    from r1vision.commands._precheck import check_paths
+    from r1vision.commands._precheck import check_model_folder, check_paths
 
     check_paths(a, model="model folder", dataset="dataset file or folder")
+    check_model_folder(a.model)
     from r1vision.commands._args import UsageError
     from r1vision.generation.sampling import SamplingOptions
 

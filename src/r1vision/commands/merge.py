@@ -20,6 +20,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run(argv: Sequence[str]) -> int:
     a = build_parser().parse_args(list(argv))
+    from pathlib import Path
+
+    from r1vision.commands._args import UsageError
+
+    if not (Path(a.adapter).expanduser() / "adapter_config.json").is_file():
+        what = (
+            "no such folder" if not Path(a.adapter).expanduser().exists() else "no adapter_config.json there"
+        )
+        raise UsageError(f"{a.adapter}: not a LoRA adapter folder ({what})")
     from r1vision.trainer.merge import merge_adapter
 
     print(f"merged model in {merge_adapter(a.adapter, a.output_dir, a.base)}")

@@ -20,7 +20,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run(argv: Sequence[str]) -> int:
     a = build_parser().parse_args(list(argv))
+    from pathlib import Path
+
+    from r1vision.commands._args import UsageError
+
+    for run_dir in a.runs:  # before matplotlib loads: what is missing, named
+        if not (Path(run_dir) / "metrics.csv").is_file():
+            raise UsageError(f"{run_dir}: no metrics.csv (a run folder of sft, grpo or t2i-grpo holds one)")
+    if Path(a.output_dir).exists() and not Path(a.output_dir).is_dir():
+        raise UsageError(f"--output_dir {a.output_dir}: a file is in the way (the report writes a folder)")
     from r1vision.report import report
 
-    print(report(a.runs, a.output_dir, a.metrics.split(",") if a.metrics else None))
+    try:
+        print(report(a.runs, a.output_dir, a.metrics.split(",") if a.metrics else None))
+    except KeyError as exc:  # an unknown --metrics name: the message lists the available ones
+        raise UsageError(f"--metrics: {exc.args[0]}") from None
     return 0

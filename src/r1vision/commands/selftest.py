@@ -21,7 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["single", "ddp", "zero3"],
         help="single: in this process; ddp / zero3: through accelerate launch in --nproc processes",
     )
-    add(p, "--nproc", type=int, default=2, help="processes for the ddp / zero3 layouts")
+    add(p, "--nproc", minimum=1, type=int, default=2, help="processes for the ddp / zero3 layouts")
     add(p, "--family", default="qwen2_vl", choices=list(FAMILIES))
     add(
         p,

@@ -21,7 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="task name (see `r1vision tasks`), or t2i_ocr / t2i_brightness prompts",
     )
     add(p, "--output_dir", required=True, help="folder to write (rows + images)")
-    add(p, "--n", type=int, required=True, help="number of rows")
+    add(p, "--n", minimum=1, type=int, required=True, help="number of rows")
     add(p, "--seed", type=int, default=0)
     add(p, "--split", default="train")
     add(p, "--synth_options", default=None, help="JSON object of the generator's options")

@@ -18,14 +18,42 @@ def add_sampling_flags(p: argparse.ArgumentParser) -> None:
     add(p, "--prompts", required=True, help="prompt-files folder (test.txt) or a .txt file")
     add(p, "--split", default="test")
     add(p, "--output_dir", required=True)
-    add(p, "--steps", type=int, default=None, help="ODE steps (default: the run's eval steps, else 40)")
+    add(
+        p,
+        "--steps",
+        minimum=1,
+        type=int,
+        default=None,
+        help="ODE steps (default: the run's eval steps, else 40)",
+    )
     add(p, "--guidance_scale", type=float, default=None, help="CFG (default: the run's, else 4.5)")
-    add(p, "--resolution", type=int, default=None, help="image side (default: the run's, else 512 px)")
-    add(p, "--max_sequence_length", type=int, default=None, help="T5 tokens (default: the run's, else 128)")
+    add(
+        p,
+        "--resolution",
+        minimum=16,
+        type=int,
+        default=None,
+        help="image side (default: the run's, else 512 px)",
+    )
+    add(
+        p,
+        "--max_sequence_length",
+        minimum=1,
+        type=int,
+        default=None,
+        help="T5 tokens (default: the run's, else 128)",
+    )
     add(p, "--seed", type=int, default=0, help="image i starts from the noise of seed + i")
-    add(p, "--batch_size", type=int, default=8, help="images sampled at once per process")
+    add(p, "--batch_size", minimum=1, type=int, default=8, help="images sampled at once per process")
     add(p, "--device", default=None, help="cuda, cuda:1, cpu (default: a GPU when there is one)")
-    add(p, "--num_processes", type=int, default=1, help="shard the prompts over N processes (torchrun)")
+    add(
+        p,
+        "--num_processes",
+        minimum=1,
+        type=int,
+        default=1,
+        help="shard the prompts over N processes (torchrun)",
+    )
 
 
 def check_sampling_flags(a: argparse.Namespace, command: str) -> None:
@@ -74,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_sampling_flags(p)
     add(p, "--reward_funcs", nargs="+", default=["ocr"])
     add(p, "--reward_options", default=None, help="JSON {reward: {option: value}}")
-    add(p, "--limit", type=int, default=None, help="the first N prompts (Flow-GRPO: all 1,018)")
+    add(p, "--limit", minimum=1, type=int, default=None, help="the first N prompts (Flow-GRPO: all 1,018)")
     return p
 
 

@@ -14,7 +14,7 @@ GROUP = "inference and evaluation"
 def build_parser() -> argparse.ArgumentParser:
     p = parser("t2i-sample", __doc__)
     add_sampling_flags(p)
-    add(p, "--limit", type=int, default=16, help="the first N prompts")
+    add(p, "--limit", minimum=1, type=int, default=16, help="the first N prompts")
     return p
 
 

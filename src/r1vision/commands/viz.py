@@ -21,7 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="r1vision infer output (folder or jsonl); omit for the ground truth only",
     )
     add(p, "--split", default="val")
-    add(p, "--index", type=int, nargs="+", default=[0], help="row indices to draw")
+    add(p, "--index", minimum=0, type=int, nargs="+", default=[0], help="row indices to draw")
     add(p, "--output_dir", required=True, help="output folder for the PNGs")
     add(p, "--model_family", default=None, help="box frame when the records do not name it")
     add(p, "--task_options", default=None, help="JSON object of the task's options")
@@ -41,8 +41,8 @@ def run(argv: Sequence[str]) -> int:
         paths = task.visualize(
             a.dataset, a.pred, a.index, a.output_dir, a.split, opts, run_context(a.model_family, None, None)
         )
-    except NotImplementedError as exc:
-        raise UsageError(str(exc)) from None
+    except (NotImplementedError, IndexError) as exc:  # no drawing for the task, or --index out of range
+        raise UsageError(str(exc).strip("'\"")) from None
     for path in paths:
         print(f"wrote {path}")
     return 0

@@ -169,8 +169,8 @@ class DiffusionGRPOConfig(TrainingArguments):
                 "nothing to train: with sde_kind 'ode' or noise_level 0 every transition is deterministic "
                 "(no log-density); use sde_kind flow_grpo or cps with noise_level > 0"
             )
-        if self.resolution % 16:
-            raise ValueError(f"resolution must be a multiple of 16, got {self.resolution}")
+        if self.resolution < 16 or self.resolution % 16:
+            raise ValueError(f"resolution must be a positive multiple of 16, got {self.resolution}")
         self.remove_unused_columns = False  # rows are prompts: nothing to match against a forward signature
         # diffusers models turn checkpointing on with enable_gradient_checkpointing(), which Trainer does not
         # call: the trainer does it on the denoiser itself (DiffusionGRPOTrainer.__init__)

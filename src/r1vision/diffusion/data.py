@@ -35,7 +35,15 @@ def load_prompts(source: str | Path, split: str = "train", limit: int | None = N
     path = Path(source).expanduser()
     txt = _txt_file(path, split)
     if txt is not None:
-        lines = [(n, line.strip()) for n, line in enumerate(txt.read_text(encoding="utf-8").splitlines(), 1)]
+        raw = txt.read_bytes()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:  # name the line, not the byte offset
+            line = raw[: exc.start].count(b"\n") + 1
+            raise DatasetLoadError(
+                f"{txt}:{line}: not UTF-8 text ({exc.reason} at byte {exc.start})"
+            ) from None
+        lines = [(n, line.strip()) for n, line in enumerate(text.splitlines(), 1)]
         rows = [{"prompt": text, "line": n, "source": str(txt)} for n, text in lines if text]
         if not rows:
             raise DatasetLoadError(f"{txt}: split {split!r} is empty (no prompts)")

@@ -84,11 +84,17 @@ def pick_split(available: Sequence[str], split: str, source: Any) -> str:
     for name in split_names(split):
         if name in available:
             return name
-    if len(available) == 1:
+    if len(available) == 1 and known_split(split):
         only = next(iter(available))
         logger.warning("%s has one split, %r; using it for split %r", source, only, split)
         return only
     raise DatasetLoadError(f"{source}: no split {split!r}; available: {', '.join(available)}")
+
+
+def known_split(split: str) -> bool:
+    """A name of the split-alias table (train, validation, test and their aliases). A lone split serves
+    any of these; another name (``nosuchsplit``, a typo) is refused rather than silently served."""
+    return any(split in group for group in SPLIT_ALIASES)
 
 
 def data_files(folder: Path, split: str) -> list[Path]:
@@ -116,7 +122,7 @@ def data_files(folder: Path, split: str) -> list[Path]:
     if chosen:
         return _one_dataset(chosen, folder, split)
     present = sorted({s for s in tagged.values() if s is not None})
-    if len(present) <= 1:
+    if len(present) <= 1 and known_split(split):
         logger.warning(
             "%s holds one split (%s); using it for split %r",
             folder,

@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 from typing import Any
+
+from r1vision.checkpoints import newest_complete_checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -80,62 +81,8 @@ class CheckpointRenameMixin:
             )
 
 
-_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
-_WEIGHTS = (
-    "model.safetensors",
-    "model.safetensors.index.json",
-    "adapter_model.safetensors",
-    "pytorch_model.bin",
-    "pytorch_model.bin.index.json",
-)
-
-
-def checkpoint_problem(path: str) -> str | None:
-    """Why the checkpoint folder ``path`` cannot be resumed from, or ``None`` when it is complete.
-
-    ``Trainer`` writes ``trainer_state.json`` after the weights, optimizer, scheduler and RNG states, so a
-    folder without a readable one was cut by a kill during the save; weights must be there too (a file, or
-    DeepSpeed's ``global_step*`` folder named by ``latest``).
-    """
-    state = os.path.join(path, "trainer_state.json")
-    if not os.path.isfile(state):
-        return "no trainer_state.json (a save was interrupted)"
-    try:
-        with open(state) as f:
-            if "global_step" not in json.load(f):
-                return "trainer_state.json has no global_step"
-    except (OSError, ValueError):
-        return "trainer_state.json is not readable JSON (a save was interrupted)"
-    if any(os.path.isfile(os.path.join(path, name)) for name in _WEIGHTS):
-        return None
-    latest = os.path.join(path, "latest")
-    if os.path.isfile(latest):
-        with open(latest) as f:
-            if os.path.isdir(os.path.join(path, f.read().strip())):
-                return None
-    return "no model weights"
-
-
 class NoCheckpointError(FileNotFoundError):
     """``--resume_from_checkpoint last`` with no complete checkpoint in ``output_dir``."""
-
-
-def newest_complete_checkpoint(output_dir: str) -> tuple[str | None, list[tuple[str, str]]]:
-    """The newest complete ``checkpoint-N`` folder of ``output_dir`` (None if there is none), and the newer
-    ones skipped with the reason (:func:`checkpoint_problem`)."""
-    found = []
-    if os.path.isdir(output_dir):
-        for name in os.listdir(output_dir):
-            match = _CHECKPOINT.match(name)
-            if match and os.path.isdir(os.path.join(output_dir, name)):
-                found.append((int(match.group(1)), os.path.join(output_dir, name)))
-    skipped = []
-    for _, path in sorted(found, reverse=True):
-        problem = checkpoint_problem(path)
-        if problem is None:
-            return path, skipped
-        skipped.append((path, problem))
-    return None, skipped
 
 
 def resolve_last_checkpoint(output_dir: str) -> str:
