@@ -364,3 +364,31 @@ def test_launchers_use_the_venvs_python_not_path(script: Path):
         if re.search(r"(^|[\s;&|(`])(r1vision|accelerate)\s+(launch|vllm-serve|grpo|sft|infer|eval)\b", code):
             if "echo" not in code and "usage" not in code.lower():
                 pytest.fail(f"{script.name}:{number}: runs a command from PATH: {line.strip()}")
+
+
+@pytest.mark.parametrize("script", ["grpo/sbatch_colocate.sh", "sft/sbatch.sh"])
+def test_sbatch_runs_resume_automatically_and_requeue_after_a_preemption(fake_slurm, tmp_path, script):
+    """The training command resumes (--resume_from_checkpoint auto) and a run that left preempted.json
+    (a signal stopped it at a step boundary) makes the job requeue itself; a finished run does not."""
+    env, log = fake_slurm
+    scontrol = log.parent / "bin" / "scontrol"
+    scontrol.write_text(
+        '#!/usr/bin/env bash\n[[ "$1" == requeue ]] && { echo "scontrol $*" >> "$STUB_LOG"; exit 0; }\n'
+        'printf "node-a\\nnode-b\\nnode-c\\n"\n'
+    )
+    env["SLURM_JOB_ID"] = "4242"
+    out = tmp_path / "run"
+    out.mkdir()
+    argv = ["bash", str(ROOT / "scripts" / script), "--model", "M", "--task", "sgg", "--output_dir", str(out)]
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    for launch in _calls(log, "accelerate"):
+        assert _flag(launch, "--resume_from_checkpoint") == "auto"
+        assert launch[-2:] == ["--output_dir", str(out)]  # the user's flags come last: they win
+    assert _calls(log, "scontrol") == []
+    (out / "preempted.json").write_text('{"step": 3}')
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert _calls(log, "scontrol") == [["requeue", "4242"]]
+    head = (ROOT / "scripts" / script).read_text().splitlines()[:12]
+    assert "#SBATCH --signal=USR1@300" in head and "#SBATCH --requeue" in head

@@ -6,6 +6,8 @@
 #SBATCH --cpus-per-task=64
 #SBATCH --time=24:00:00
 #SBATCH --output=logs/%x-%j.out
+#SBATCH --signal=USR1@300
+#SBATCH --requeue
 # Multi-node GRPO on 80 GB cards: DDP (or ZeRO-2) over all GPUs of all nodes, one vLLM engine colocated
 # in every training process. One `accelerate launch` per node (srun, one task per node, asking for the
 # node's GPUs and CPUs explicitly: a step inherits neither on many Slurm versions); the rendezvous
@@ -35,6 +37,9 @@ NNODES="$SLURM_NNODES"
 export MASTER_ADDR MASTER_PORT GPUS_PER_NODE ACCELERATE_CONFIG NNODES VLLM_MEM
 mkdir -p "$ROOT/logs"
 cd "$ROOT"
+# Preemption: a signal saves a checkpoint and the job requeues itself; RESUME (auto) says where it resumes.
+source "$ROOT/scripts/_preempt.sh"
+export RESUME="${RESUME:-auto}"
 # Single quotes: SLURM_NODEID must expand on each node, not here.
 srun --nodes="$NNODES" --ntasks-per-node=1 --gpus-per-node="$GPUS_PER_NODE" \
   --cpus-per-task="$CPUS_PER_NODE" bash -c '
@@ -42,6 +47,8 @@ srun --nodes="$NNODES" --ntasks-per-node=1 --gpus-per-node="$GPUS_PER_NODE" \
     --num_machines "$NNODES" --num_processes $((NNODES * GPUS_PER_NODE)) \
     --machine_rank "$SLURM_NODEID" --main_process_ip "$MASTER_ADDR" --main_process_port "$MASTER_PORT" \
     --rdzv_backend static --same_network \
-    -m r1vision.cli grpo --generation_backend vllm_colocate \
+    -m r1vision.cli grpo --resume_from_checkpoint "$RESUME" --generation_backend vllm_colocate \
     --vllm_gpu_memory_utilization "$VLLM_MEM" "$@"
-' r1vision-grpo "$@"
+' r1vision-grpo "$@" || status=$?
+r1v_requeue_if_preempted "$(r1v_output_dir "$@")"
+exit "${status:-0}"

@@ -6,6 +6,8 @@
 #SBATCH --cpus-per-task=64
 #SBATCH --time=24:00:00
 #SBATCH --output=logs/%x-%j.out
+#SBATCH --signal=USR1@300
+#SBATCH --requeue
 # Multi-node GRPO on 24 GB cards (R1-SGG's layout), DeepSpeed ZeRO-3, one `accelerate launch` per
 # training node. Every srun step asks for its GPUs and CPUs explicitly (a step inherits neither on many
 # Slurm versions). Two layouts:
@@ -47,6 +49,9 @@ source "$ROOT/scripts/grpo/server_args.sh"
 SERVE="${SERVE_FLAGS[*]@Q} ${SERVER_ARGS:-}"  # quoted for the per-node shells below
 mkdir -p "$ROOT/logs"
 cd "$ROOT"
+# Preemption: a signal saves a checkpoint and the job requeues itself; RESUME (auto) says where it resumes.
+source "$ROOT/scripts/_preempt.sh"
+export RESUME="${RESUME:-auto}"
 STEP=(--ntasks-per-node=1 --gpus-per-node="$GPUS_PER_NODE" --cpus-per-task="$CPUS_PER_NODE")
 
 if [[ "$PER_RANK" == "1" ]]; then
@@ -79,9 +84,11 @@ if [[ "$PER_RANK" == "1" ]]; then
       --num_machines "$NNODES" --num_processes $((NNODES * TRAIN_PER_NODE)) \
       --machine_rank "$SLURM_NODEID" --main_process_ip "$MASTER_ADDR" --main_process_port "$MASTER_PORT" \
       --rdzv_backend static --same_network \
-      -m r1vision.cli grpo --generation_backend vllm_server --vllm_server_per_rank true \
+      -m r1vision.cli grpo --resume_from_checkpoint "$RESUME" --generation_backend vllm_server --vllm_server_per_rank true \
       --vllm_server_host 127.0.0.1 --vllm_server_port "$VLLM_PORT" "$@"
-  ' r1vision-grpo "$@"
+  ' r1vision-grpo "$@" || status=$?
+r1v_requeue_if_preempted "$(r1v_output_dir "$@")"
+exit "${status:-0}"
 fi
 
 if [[ "${#HOSTS[@]}" -lt 2 ]]; then echo "sbatch_zero3_server.sh: needs >= 2 nodes" >&2; exit 2; fi

@@ -6,6 +6,8 @@
 #SBATCH --cpus-per-task=64
 #SBATCH --time=12:00:00
 #SBATCH --output=logs/%x-%j.out
+#SBATCH --signal=USR1@300
+#SBATCH --requeue
 # SFT on one or more nodes, one `accelerate launch` per node, rendezvous from SLURM; any --task.
 #
 #   sbatch --nodes=2 scripts/sft/sbatch.sh --model M --dataset D --task sgg --output_dir O
@@ -28,6 +30,9 @@ NNODES="$SLURM_NNODES"
 export MASTER_ADDR MASTER_PORT GPUS_PER_NODE ACCELERATE_CONFIG NNODES
 mkdir -p "$ROOT/logs"
 cd "$ROOT"
+# Preemption: a signal saves a checkpoint and the job requeues itself; RESUME (auto) says where it resumes.
+source "$ROOT/scripts/_preempt.sh"
+export RESUME="${RESUME:-auto}"
 # The step asks for the node's GPUs and CPUs explicitly: a step inherits neither on many Slurm versions.
 srun --nodes="$NNODES" --ntasks-per-node=1 --gpus-per-node="$GPUS_PER_NODE" \
   --cpus-per-task="$CPUS_PER_NODE" bash -c '
@@ -35,5 +40,7 @@ srun --nodes="$NNODES" --ntasks-per-node=1 --gpus-per-node="$GPUS_PER_NODE" \
     --num_machines "$NNODES" --num_processes $((NNODES * GPUS_PER_NODE)) \
     --machine_rank "$SLURM_NODEID" --main_process_ip "$MASTER_ADDR" --main_process_port "$MASTER_PORT" \
     --rdzv_backend static --same_network \
-    -m r1vision.cli sft "$@"
-' r1vision-sft "$@"
+    -m r1vision.cli sft --resume_from_checkpoint "$RESUME" "$@"
+' r1vision-sft "$@" || status=$?
+r1v_requeue_if_preempted "$(r1v_output_dir "$@")"
+exit "${status:-0}"

@@ -25,3 +25,20 @@ def flat_on_rank1(prompts: list[str], images: list[Any], **columns: Any) -> list
     if flat:
         return [0.5] * len(images)
     return [float(np.asarray(image, dtype=np.float64).mean() / 255.0) for image in images]
+
+
+def signal_self(prompts: list[str], images: list[Any], **columns: Any) -> list[float]:
+    """Mean brightness; on its ``R1V_SIGNAL_AT``-th call, in the process of rank ``R1V_SIGNAL_RANK`` (any
+    rank when unset), the process sends itself SIGUSR1: a preemption arriving in the middle of a step."""
+    import signal
+
+    import numpy as np
+
+    _calls["signal"] = _calls.get("signal", 0) + 1
+    rank = os.environ.get("R1V_SIGNAL_RANK")
+    if _calls["signal"] == int(os.environ.get("R1V_SIGNAL_AT", "0")) and rank in (
+        None,
+        os.environ.get("RANK", "0"),
+    ):
+        os.kill(os.getpid(), signal.SIGUSR1)
+    return [float(np.asarray(image, dtype=np.float64).mean() / 255.0) for image in images]

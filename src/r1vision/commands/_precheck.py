@@ -242,7 +242,7 @@ def check_run_settings(kind: str, values: dict[str, str | None], recipe: dict[st
         if not ok:
             raise UsageError(f"--num_processes {nproc}: must be an integer >= 1")
     resume = value("resume_from_checkpoint")
-    if resume and str(resume).lower() not in ("last", "true", "false", "none"):
+    if resume and str(resume).lower() not in ("last", "auto", "true", "false", "none"):
         from r1vision.checkpoints import resume_problem
 
         problem = resume_problem(str(Path(str(resume)).expanduser()))

@@ -238,25 +238,33 @@ def train(command: str, argv: Sequence[str]) -> int:
         print(f"r1vision {command}: launching {' '.join(launched)}", file=sys.stderr)
         return subprocess.call(launched)
     script, config = parse(command, without_launch_flags(argv))  # --num_processes 1 runs here
+    from r1vision.checkpoints import newest_complete_checkpoint
     from r1vision.trainer.checkpoint import (
         NoCheckpointError,
         OutputDirInUseError,
         check_output_dir,
         resolve_last_checkpoint,
     )
+    from r1vision.trainer.distributed import finish_process
+    from r1vision.trainer.preemption import EXIT_PREEMPTED, Preempted, clear_marker
 
     try:
-        if config.resume_from_checkpoint is True:  # "last": chosen now, before the model loads
+        if str(config.resume_from_checkpoint).lower() == "auto":  # a requeued job: resume if there is one
+            config.resume_from_checkpoint = newest_complete_checkpoint(config.output_dir)[0]
+        elif config.resume_from_checkpoint is True:  # "last": chosen now, before the model loads
             config.resume_from_checkpoint = resolve_last_checkpoint(config.output_dir)
-            if config.process_index == 0:
-                print(f"r1vision {command}: resuming from {config.resume_from_checkpoint}", file=sys.stderr)
+        if config.resume_from_checkpoint and config.process_index == 0:
+            print(f"r1vision {command}: resuming from {config.resume_from_checkpoint}", file=sys.stderr)
+            clear_marker(config.output_dir)
         check_output_dir(config)  # before the model loads (train() checks again, for the Python API)
         out = kind.run(script, config)
     except (OutputDirInUseError, NoCheckpointError) as exc:  # a refusal, not a crash: it says what to pass
         print(f"r1vision {command}: error: {exc}", file=sys.stderr)
         return 2
+    except Preempted as exc:  # a signal: the checkpoint is saved, the job may be requeued
+        if config.process_index == 0:
+            print(f"r1vision {command}: preempted: {exc}", file=sys.stderr)
+        return finish_process(EXIT_PREEMPTED)
     if config.process_index == 0:
         print(kind.saved.format(out=out))
-    from r1vision.trainer.distributed import finish_process  # a launched worker exits here (no abort)
-
-    return finish_process(0)
+    return finish_process(0)  # a launched worker exits here (no abort)

@@ -53,6 +53,7 @@ from r1vision.diffusion.families import Conditioning, load_family, to_pil
 from r1vision.diffusion.rollout import Rollout, encode_rows, replay, rollout, sample_ode, sde_window
 from r1vision.diffusion.sampler import GroupRepeatSampler, seeded
 from r1vision.diffusion.sde import latent_kl
+from r1vision.trainer.preemption import PreemptionCallback
 
 logger = logging.getLogger(__name__)
 EMA_FILE = "ema.pt"
@@ -183,6 +184,7 @@ class DiffusionGRPOTrainer(Trainer):
             from r1vision.trainer.metrics_csv import MetricsCSVCallback
 
             callbacks.append(MetricsCSVCallback(os.path.join(args.output_dir, "metrics.csv")))
+        callbacks.append(PreemptionCallback())  # a signal stops the run at a step boundary with a checkpoint
         super().__init__(
             model=denoiser,
             args=args,

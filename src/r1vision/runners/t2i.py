@@ -176,6 +176,7 @@ def run_t2i_grpo(script: T2IScriptArguments, config: Any) -> str:
     from r1vision.diffusion.data import check_prompts, load_prompts
     from r1vision.diffusion.trainer import DiffusionGRPOTrainer, check_prompt_count
     from r1vision.trainer.distributed import record_layout
+    from r1vision.trainer.preemption import finish_if_preempted
 
     config.check_generation_layout(config.world_size)  # before any model loads (also in the launched workers)
     rewards = build_rewards(script.reward_funcs, script.reward_options)  # an unknown name, before the data
@@ -187,6 +188,7 @@ def run_t2i_grpo(script: T2IScriptArguments, config: Any) -> str:
         script.model, rewards, args=config, train_dataset=train, eval_dataset=evald
     )
     trainer.train(resume_from_checkpoint=config.resume_from_checkpoint)
+    finish_if_preempted(trainer)  # a signal stopped it: its checkpoint is the result
     if evald is not None and trainer.state.global_step not in trainer.evaluated_steps:
         trainer.evaluate()
     record_layout(trainer, config.output_dir)

@@ -25,6 +25,7 @@ from r1vision.trainer.decoding_eval import DecodingEvalCallback
 from r1vision.trainer.distributed import record_layout, teardown
 from r1vision.trainer.grpo import VisionGRPOTrainer
 from r1vision.trainer.merge import resolve_model
+from r1vision.trainer.preemption import finish_if_preempted
 from r1vision.trainer.run_info import run_settings
 from r1vision.trainer.sft import VisionSFTTrainer
 from r1vision.trainer.validation import check_generation_batch
@@ -225,6 +226,7 @@ def run_grpo(script: ScriptArguments, config: Any) -> str:
     if script.decoding_eval_splits and script.decoding_eval_steps > 0:
         trainer.add_callback(_decoding_eval(script, config, prepared, trainer))
     trainer.train(resume_from_checkpoint=config.resume_from_checkpoint)
+    finish_if_preempted(trainer)  # a signal stopped it: its checkpoint is the result
     record_layout(trainer, config.output_dir)
     trainer.r1vision_run = _settings(trainer, "grpo", script, config, specs)
     trainer.save_model(config.output_dir)  # + processor, run settings, merged LoRA, card, Hub upload
@@ -240,6 +242,7 @@ def run_sft(script: ScriptArguments, config: Any) -> str:
     train, evald = (_only(d, keep) for d in (prepared.train, prepared.evald))
     trainer = VisionSFTTrainer(script.model, args=config, train_dataset=train, eval_dataset=evald)
     trainer.train(resume_from_checkpoint=config.resume_from_checkpoint)
+    finish_if_preempted(trainer)  # a signal stopped it: its checkpoint is the result
     record_layout(trainer, config.output_dir)
     trainer.r1vision_run = _settings(trainer, "sft", script, config, [])
     trainer.save_model(config.output_dir)  # + processor, run settings, merged LoRA, card, Hub upload

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from r1vision.trainer.metrics_csv import MetricsCSVCallback
+from r1vision.trainer.preemption import PreemptionCallback
 from r1vision.trainer.validation import validate_dataset
 from r1vision.vision.budget import PixelBudget, apply_budget_to_processor, resolve_budget
 from r1vision.vision.family import is_vision_param, model_family_or_none
@@ -119,6 +120,7 @@ def prepare_vision_training(
     callbacks = list(callbacks or [])
     if args.metrics_csv:
         callbacks.append(MetricsCSVCallback(os.path.join(args.output_dir, "metrics.csv")))
+    callbacks.append(PreemptionCallback())  # a signal stops the run at a step boundary with a checkpoint
     return VisionSetup(family, processor, budget, peft_config, callbacks)
 
 
