@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -157,7 +158,10 @@ def check_or_write_settings(out_dir: str | Path, settings: dict[str, Any], write
 
     path = Path(out_dir) / SETTINGS_FILE
     if path.is_file():
-        before = json.loads(path.read_text())
+        try:
+            before = json.loads(path.read_text())
+        except ValueError:  # cut by a kill or a full disk (it is written atomically now): rewritten below
+            before = {}
         changed = [k for k in _SAME_ON_RESUME if k in before and before[k] != settings.get(k)]
         if changed and any(Path(out_dir).glob("shard-*.jsonl")):
             details = "; ".join(f"{k}: {before[k]!r} -> {settings.get(k)!r}" for k in changed)
@@ -167,7 +171,9 @@ def check_or_write_settings(out_dir: str | Path, settings: dict[str, Any], write
             )
     if write:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(settings, indent=2, sort_keys=True))
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # atomic: processes of one run write it too
+        tmp.write_text(json.dumps(settings, indent=2, sort_keys=True))
+        os.replace(tmp, path)
 
 
 def process_shard(state: Any) -> tuple[int, int]:

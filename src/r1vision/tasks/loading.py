@@ -9,6 +9,7 @@ with one untagged data file — that split is used for any requested name, with 
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -257,13 +258,15 @@ def _absolute_path(value: Any, root: Path, row: int | None = None) -> Any:
     """A local image path (or a list of them) made absolute relative to ``root``; other values as they are.
 
     A relative path that climbs out of the dataset folder (``../../home/me/.ssh/x.png``) is refused, naming
-    the row: a dataset's rows name files of the dataset (absolute paths for images kept elsewhere)."""
+    the row: a dataset's rows name files of the dataset (absolute paths for images kept elsewhere). The
+    check is on where the path is written, not where a link points: ``images/`` may be a symlink into a
+    shared store (a common cluster layout)."""
     if isinstance(value, str) and value and not value.startswith(("data:", "http://", "https://")):
         p = Path(value)
         if p.is_absolute():
             return str(p)
-        resolved = (root / p).resolve()
-        base = root.resolve()
+        base = Path(os.path.normpath(os.path.abspath(root)))
+        resolved = Path(os.path.normpath(base / p))  # ".." folded as written; symlinks not followed
         if resolved != base and base not in resolved.parents:
             where = f"row {row}: " if row is not None else ""
             raise DatasetLoadError(

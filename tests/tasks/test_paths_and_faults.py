@@ -1,0 +1,42 @@
+"""Faults a cluster user meets: an ``images/`` folder that is a symlink into a shared store (accepted: the
+check is on the path as written), a settings file cut by a kill (rewritten, and written atomically), and
+an OCR target long enough to stall a reward (its cost is bounded)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from r1vision.tasks.loading import DatasetLoadError, _absolute_path
+
+
+def test_a_symlinked_image_folder_inside_the_dataset_is_accepted(tmp_path):
+    store = tmp_path / "shared_store"
+    store.mkdir()
+    (store / "a.png").write_bytes(b"png")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "images").symlink_to(store, target_is_directory=True)
+    assert _absolute_path("images/a.png", data) == str(data / "images" / "a.png")
+    with pytest.raises(DatasetLoadError, match="row 3: image path '../shared_store/a.png' leads outside"):
+        _absolute_path("../shared_store/a.png", data, 3)  # written to leave the folder: refused
+
+
+def test_a_damaged_settings_file_is_rewritten_atomically(tmp_path):
+    from r1vision.runners.infer import SETTINGS_FILE, check_or_write_settings
+
+    (tmp_path / SETTINGS_FILE).write_text('{"task": "co')  # cut mid-write by a kill or a full disk
+    check_or_write_settings(tmp_path, {"task": "color"})
+    assert json.loads((tmp_path / SETTINGS_FILE).read_text()) == {"task": "color"}
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_the_ocr_reward_bounds_its_cost_on_any_target():
+    from r1vision.diffusion.rewards.ocr import ocr_score
+
+    target, read = "ab" * 25_000, "ba" * 1_000  # 50,000 quoted characters took 13.6 s per image
+    start = time.process_time()
+    value = ocr_score(read, target, mode="strict")
+    assert 0.0 <= value <= 1.0 and time.process_time() - start < 2.0
