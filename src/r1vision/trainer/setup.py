@@ -48,13 +48,14 @@ def lora_config(r: int, alpha: int, dropout: float, target: str | list[str], **e
     target = ",".join(names_given)
     if target == "all-linear-lm":
         names = "|".join(LM_LINEAR_NAMES)
-        # Regex on full module names: language-model projections only; vision blocks reuse some names.
-        target_modules: Any = rf"^(?!.*visual).*language_model.*\.({names})$"
+        # Regex on full module names: language-model projections only (Qwen-VL, LLaVA, Gemma 3:
+        # ``language_model``; Idefics3 / SmolVLM: ``text_model``); vision blocks reuse some names.
+        target_modules: Any = rf"^(?!.*(visual|vision)).*(language_model|text_model).*\.({names})$"
         exclude = None
     else:
         target_modules = [t.strip() for t in target.split(",") if t.strip()]
         # user-named modules may exist in the vision tower too (e.g. "qkv", "proj", "q_proj")
-        exclude = r".*(visual|vision_tower|vision_model|multi_modal_projector).*"
+        exclude = r".*(visual|vision_tower|vision_model|multi_modal_projector|connector).*"
     options = {"task_type": "CAUSAL_LM"} | {k: v for k, v in extra.items() if v is not None}
     return LoraConfig(
         r=r,

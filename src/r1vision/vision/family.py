@@ -77,12 +77,14 @@ def model_family_of(model: str) -> str:
     return model_family(AutoConfig.from_pretrained(model))
 
 
-# Vision parts by name: Qwen-VL's ``visual`` (tower and merger); LLaVA/Gemma 3/SmolVLM-style towers and projectors.
-_VISION_PARTS = (".visual.", ".vision_tower.", ".vision_model.", ".multi_modal_projector.")
+# Vision parts by name: Qwen-VL's ``visual`` (tower and merger); the towers and projectors of LLaVA(-NeXT),
+# Gemma 3 (``vision_tower``, ``multi_modal_projector``), Idefics3 / SmolVLM (``vision_model``, ``connector``),
+# and LLaVA-NeXT's learned ``image_newline`` separator.
+_VISION_PARTS = (".visual.", ".vision_tower.", ".vision_model.", ".multi_modal_projector.", ".connector.")
 
 
 def is_vision_param(name: str) -> bool:
-    """True for parameters of the vision tower and its projector (``visual.*`` in Qwen-VL; ``vision_tower``,
-    ``vision_model``, ``multi_modal_projector`` in LLaVA-style models)."""
+    """True for parameters of the vision tower, its projector or connector and the image-layout parameters
+    of each family (see ``_VISION_PARTS``): what ``freeze_vision_tower`` freezes."""
     dotted = f".{name}"
-    return any(part in dotted for part in _VISION_PARTS)
+    return any(part in dotted for part in _VISION_PARTS) or dotted.endswith(".image_newline")
