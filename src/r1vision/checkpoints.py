@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 _WEIGHTS = (
@@ -66,3 +70,38 @@ def resume_problem(path: str) -> str | None:
     if not os.path.isdir(path):
         return "no such checkpoint folder" + (" (a file is there)" if os.path.exists(path) else "")
     return checkpoint_problem(path)
+
+
+class DiskFullError(OSError):
+    """A save ran out of disk space; the message names the folder and the space left."""
+
+
+# What torch and safetensors say when a write fails for lack of space (the errno is often lost on the way).
+_WRITE_FAILURES = ("No space left", "file write failed", "unexpected pos", "iostream error", "Disk quota")
+
+
+@contextmanager
+def disk_errors_named(folder: str | os.PathLike, what: str) -> Iterator[None]:
+    """Turn a failed write into :class:`DiskFullError` naming ``folder`` and its free space, when the disk
+    is what failed: torch reported "iostream error" / "unexpected pos", never "No space left on device".
+    Other errors pass through unchanged. The checkpoint half-written stays incomplete (no
+    ``trainer_state.json``), so ``--resume_from_checkpoint last`` skips it once space is freed."""
+    try:
+        yield
+    except (OSError, RuntimeError) as exc:
+        message = str(exc)
+        full = getattr(exc, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or any(
+            pattern in message for pattern in _WRITE_FAILURES
+        )
+        if not full:
+            raise
+        target = os.path.abspath(folder)
+        probe = target
+        while probe and not os.path.exists(probe):
+            probe = os.path.dirname(probe)
+        free = shutil.disk_usage(probe or "/").free / 2**20
+        raise DiskFullError(
+            errno.ENOSPC,
+            f"No space left on device while saving {what} in {target} ({free:.0f} MiB free): free space, then "
+            "resume with --resume_from_checkpoint last",
+        ) from exc

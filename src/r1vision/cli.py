@@ -37,6 +37,7 @@ def usage() -> str:
 
 def _bad_input_errors() -> tuple[type[BaseException], ...]:
     """Exception types that mean bad input (a message for the user), not a bug."""
+    from r1vision.checkpoints import DiskFullError
     from r1vision.commands._args import UsageError
     from r1vision.rewards import UnknownRewardError
     from r1vision.tasks.loading import DatasetLoadError, DatasetValidationError
@@ -54,6 +55,7 @@ def _bad_input_errors() -> tuple[type[BaseException], ...]:
         UnknownNameError,
         UnknownRewardError,
         RewardWeightsError,
+        DiskFullError,
         PredictionFileError,
     )
 

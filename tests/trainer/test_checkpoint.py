@@ -109,3 +109,27 @@ def test_last_checkpoint_is_the_newest_complete_one(tmp_path):
     (deepspeed / "latest").write_text("global_step4")
     (deepspeed / "trainer_state.json").write_text('{"global_step": 4}')
     assert checkpoint_problem(str(deepspeed)) is None
+
+
+def test_a_full_disk_during_a_save_is_named_as_such(tmp_path, monkeypatch):
+    """torch reports a full disk as "unexpected pos" / "iostream error"; the save names it, with the folder
+    and the space left, and the half-written checkpoint stays incomplete (resume skips it)."""
+    import shutil
+    from collections import namedtuple
+
+    import pytest
+
+    from r1vision.checkpoints import DiskFullError, checkpoint_problem, disk_errors_named
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(10, 10, 3 * 2**20))
+    folder = tmp_path / "checkpoint-7"
+    folder.mkdir()
+    with pytest.raises(DiskFullError, match=r"No space left on device while saving a checkpoint in .*checkpoint-7 "
+                       r"\(3 MiB free\)"):  # fmt: skip
+        with disk_errors_named(folder, "a checkpoint"):
+            raise RuntimeError("[enforce fail at inline_container.cc:664] . unexpected pos 3200 vs 3112")
+    assert checkpoint_problem(str(folder)) == "no trainer_state.json (a save was interrupted)"
+    with pytest.raises(ValueError, match="not about disks"):  # other errors pass through unchanged
+        with disk_errors_named(folder, "a checkpoint"):
+            raise ValueError("not about disks")

@@ -44,6 +44,7 @@ from typing import Any
 import torch
 from transformers import Trainer, TrainerCallback
 
+from r1vision.checkpoints import disk_errors_named
 from r1vision.diffusion.advantages import group_advantages
 from r1vision.diffusion.config import DiffusionGRPOConfig
 from r1vision.diffusion.ema import EMA
@@ -705,8 +706,12 @@ class DiffusionGRPOTrainer(Trainer):
         )
 
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
-        super()._save_checkpoint(model, trial)
         folder = Path(self.args.output_dir) / f"checkpoint-{self.state.global_step}"
+        with disk_errors_named(folder, "a checkpoint"):
+            self._save_checkpoint_files(model, trial, folder)
+
+    def _save_checkpoint_files(self, model: Any, trial: Any, folder: Path) -> None:
+        super()._save_checkpoint(model, trial)
         if self.ema is not None and self.args.should_save:
             torch.save(self.ema.state_dict(), folder / EMA_FILE)
         gen = self._generation

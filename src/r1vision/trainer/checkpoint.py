@@ -14,7 +14,7 @@ import logging
 import os
 from typing import Any
 
-from r1vision.checkpoints import newest_complete_checkpoint
+from r1vision.checkpoints import disk_errors_named, newest_complete_checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +58,11 @@ class CheckpointRenameMixin:
             # Trainer's own choice is the highest-numbered folder, which a kill during a save leaves torn
             resume_from_checkpoint = resolve_last_checkpoint(self.args.output_dir)  # type: ignore[attr-defined]
         return super().train(resume_from_checkpoint, *args, **kwargs)  # type: ignore[misc]
+
+    def _save_checkpoint(self, model: Any, trial: Any) -> None:
+        folder = os.path.join(self.args.output_dir, f"checkpoint-{self.state.global_step}")  # type: ignore[attr-defined]
+        with disk_errors_named(folder, "a checkpoint"):
+            super()._save_checkpoint(model, trial)  # type: ignore[misc]
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
         from transformers import PreTrainedModel
