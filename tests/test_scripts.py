@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import csv
 import os
 import shlex
 import subprocess
@@ -392,3 +393,63 @@ def test_sbatch_runs_resume_automatically_and_requeue_after_a_preemption(fake_sl
     assert _calls(log, "scontrol") == [["requeue", "4242"]]
     head = (ROOT / "scripts" / script).read_text().splitlines()[:12]
     assert "#SBATCH --signal=USR1@300" in head and "#SBATCH --requeue" in head
+
+
+STUB_SRUN_PARALLEL = r"""#!/usr/bin/env bash
+# srun as on a cluster: the command once per node, all at once, with SLURM_NODEID set; the worst status
+nodes=1; rel=0
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --nodes=*) nodes="${1#*=}" ;;
+    --relative=*) rel="${1#*=}" ;;
+    --ntasks*|--nodelist=*|--gpus*|--cpus*) ;;
+    *) break ;;
+  esac
+  shift
+done
+pids=()
+for ((i = 0; i < nodes; i++)); do SLURM_NODEID=$((i + rel)) SLURM_PROCID=$i "$@" & pids+=($!); done
+status=0
+for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
+exit $status
+"""
+
+
+@pytest.mark.slow
+def test_sbatch_launch_lines_train_two_nodes_on_localhost(tmp_path, tiny_model, color_dir):
+    """The shipped multi-node script as Slurm runs it, with its variables set for 2 nodes: two "nodes" on
+    localhost (machine ranks 0 and 1, one gloo process each, static rendezvous) train 2 GRPO steps
+    together (HF generation: the per-rank vLLM servers need the vLLM environment)."""
+    import json
+    import socket
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(STUB_SRUN_PARALLEL)
+    (bin_dir / "scontrol").write_text(
+        '#!/usr/bin/env bash\n[[ "$1" == show ]] && printf "localhost\\nlocalhost\\n"\n'
+    )
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", SLURM_JOB_NODELIST="node-[0-1]", SLURM_NNODES="2",
+               SLURM_JOB_ID="7", SLURM_SUBMIT_DIR=str(ROOT), GPUS_PER_NODE="1", CPUS_PER_NODE="1",
+               MASTER_PORT=str(port), OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", PYTHON=sys.executable)  # fmt: skip
+    out = tmp_path / "run"
+    argv = ["bash", str(ROOT / "scripts" / "grpo" / "sbatch_colocate.sh"), "--task", "color", "--model",
+            tiny_model("qwen2_vl"), "--dataset", str(color_dir), "--output_dir", str(out), "--max_steps", "2",
+            "--use_cpu", "true", "--generation_backend", "hf", "--per_device_train_batch_size", "4",
+            "--num_generations", "4", "--max_completion_length", "8", "--max_pixels", "3136",
+            "--report_to", "none", "--save_strategy", "no", "--logging_steps", "1"]  # fmt: skip
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    layout = json.loads((out / "distributed.json").read_text())
+    assert layout["world_size"] == 2 and layout["backend"] == "gloo"
+    assert [r["rank"] for r in layout["ranks"]] == [0, 1] and [r["local_rank"] for r in layout["ranks"]] == [
+        0,
+        0,
+    ]
+    with open(out / "metrics.csv") as f:
+        assert [row["step"] for row in csv.DictReader(f) if row.get("loss")] == ["1", "2"]
