@@ -18,7 +18,10 @@ _WEIGHTS = (
     "adapter_model.safetensors",
     "pytorch_model.bin",
     "pytorch_model.bin.index.json",
+    "pytorch_model_fsdp.bin",  # accelerate's FSDP full state dict
 )
+# accelerate's FSDP sharded state dict: torch.distributed.checkpoint writes .metadata after every shard
+_FSDP_SHARDED = re.compile(r"^pytorch_model_fsdp_\d+$")
 
 
 def checkpoint_problem(path: str) -> str | None:
@@ -26,7 +29,8 @@ def checkpoint_problem(path: str) -> str | None:
 
     ``Trainer`` writes ``trainer_state.json`` after the weights, optimizer, scheduler and RNG states, so a
     folder without a readable one was cut by a kill during the save; weights must be there too (a file, or
-    DeepSpeed's ``global_step*`` folder named by ``latest``).
+    DeepSpeed's ``global_step*`` folder named by ``latest``, or FSDP's ``pytorch_model_fsdp_0`` shard folder
+    with its ``.metadata``).
     """
     state = os.path.join(path, "trainer_state.json")
     if not os.path.isfile(state):
@@ -38,6 +42,11 @@ def checkpoint_problem(path: str) -> str | None:
     except (OSError, ValueError):
         return "trainer_state.json is not readable JSON (a save was interrupted)"
     if any(os.path.isfile(os.path.join(path, name)) for name in _WEIGHTS):
+        return None
+    if any(
+        _FSDP_SHARDED.match(name) and os.path.isfile(os.path.join(path, name, ".metadata"))
+        for name in os.listdir(path)
+    ):
         return None
     latest = os.path.join(path, "latest")
     if os.path.isfile(latest):

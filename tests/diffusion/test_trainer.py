@@ -218,3 +218,12 @@ def test_the_adapter_init_follows_the_seed_not_the_process(tiny_sd3, prompts, tm
 
     assert all(torch.equal(a, b) for a, b in zip(adapter(first), adapter(second), strict=True))
     assert not all(torch.equal(a, c) for a, c in zip(adapter(first), adapter(other), strict=True))
+
+
+def test_a_launch_asking_for_fsdp_is_refused_by_the_config(tmp_path, monkeypatch):
+    """A hand-written ``accelerate launch --use_fsdp`` reaches the config first: refused in one line."""
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
+    with pytest.raises(ValueError, match="FSDP is not supported by the text-to-image trainer"):
+        _args(tmp_path)
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "false")
+    assert _args(tmp_path).per_device_train_batch_size == 8

@@ -1,5 +1,9 @@
-"""Scale-out, for real on CPU: every DeepSpeed/accelerate config valid, 2-process DDP (gloo) GRPO, and
-2-process DeepSpeed ZeRO-3 (partitioned parameters, GRPO + SFT, checkpoint save and exact resume) and ZeRO-2.
+"""Scale-out, for real on CPU: every DeepSpeed/accelerate config valid, 2-process DDP (gloo) GRPO,
+2-process DeepSpeed ZeRO-3 (partitioned parameters, GRPO + SFT, checkpoint save and exact resume), ZeRO-2,
+and 2-process FSDP2 (sharded parameters; SFT and LoRA GRPO equal to DDP; sharded checkpoint, exact resume).
+
+FSDP2 runs on a gloo CPU mesh (torch's ``fully_shard`` supports it), but accelerate keeps FSDP to GPUs: the
+FSDP2 runs put ``tests/helpers/cpu_fsdp`` on the workers' path to lift that one gate (see its docstring).
 
 Each launch runs ``accelerate launch`` in a subprocess (one 2-process run at a time; the machine has two
 cores). The first DeepSpeed run compiles a CPU comm op with g++ (~25 s, cached in ~/.cache/torch_extensions).
@@ -9,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -23,8 +28,8 @@ ACC_DIR = ROOT / "configs" / "accelerate"
 DS_FILES = sorted(DS_DIR.glob("*.json"))
 
 
-def _run(cmd: list[str], cwd: Path):
-    return run_launched(cmd, cwd)
+def _run(cmd: list[str], cwd: Path, **env: str):
+    return run_launched(cmd, cwd, **env)
 
 
 @pytest.fixture(scope="module")
@@ -279,3 +284,111 @@ def test_selftest_ddp_layout(capsys):
     assert selftest.run_checks("ddp", nproc=2) == 0
     out = capsys.readouterr().out
     assert "PASS  grpo 2 steps (ddp, hf)" in out and "2 ranks (MULTI_CPU, gloo), grad norm" in out
+
+
+# ------------------------------------------------------------------------------------------ FSDP2
+_CPU_FSDP = {"PYTHONPATH": os.pathsep.join([str(ROOT / "tests" / "helpers" / "cpu_fsdp"), str(ROOT)])}
+
+
+def _same_weights(a: Path, b: Path, atol: float = 1e-5) -> None:
+    import torch
+
+    want, got = _load(a), _load(b)
+    shared = want.keys() & got.keys()
+    # FSDP's full state dict also names the tied lm_head (equal to the embedding); from_pretrained takes both
+    assert want.keys() <= got.keys() and len(got.keys() - want.keys()) <= 1, got.keys() ^ want.keys()
+    for key in shared:
+        assert torch.allclose(want[key].float(), got[key].float(), atol=atol), key
+
+
+@pytest.mark.slow
+def test_fsdp2_sft_equals_ddp_and_resumes_from_its_sharded_checkpoint(setup):
+    """FSDP2 shards every parameter over the two ranks and trains exactly as DDP does; its checkpoints are
+    sharded (one file per rank), resuming from one reproduces the run, and the final save is one whole model
+    that from_pretrained loads."""
+    from transformers import AutoModelForImageTextToText
+
+    root, model = setup
+    ddp, fsdp, resumed = root / "f_sft_ddp", root / "f_sft_fsdp", root / "f_sft_resumed"
+    args = lambda out, *extra: _sft_args(model, root / "data", out, "--max_steps", "3", *extra)  # noqa: E731
+    _run(launch_command("ddp", 2, args(ddp, "--save_strategy", "no")), root)
+    _run(
+        launch_command("fsdp2", 2, args(fsdp, "--save_strategy", "steps", "--save_steps", "1")),
+        root,
+        **_CPU_FSDP,
+    )
+
+    layout = _layout(fsdp)
+    assert layout["distributed_type"] == "FSDP" and layout["fsdp_version"] == 2 and layout["world_size"] == 2
+    for rank in layout["ranks"]:  # each rank holds half of every parameter
+        assert rank["param_elements_local"] <= 0.5 * rank["param_elements_full"] + 1024, rank
+    shards = fsdp / "checkpoint-2" / "pytorch_model_fsdp_0"
+    assert (shards / ".metadata").is_file() and len(list(shards.glob("*.distcp"))) == 2
+    assert not (fsdp / "checkpoint-2" / "model.safetensors").exists()  # sharded, not gathered
+
+    with open(ddp / "metrics.csv") as f_ddp, open(fsdp / "metrics.csv") as f_fsdp:
+        loss_ddp = [float(r["loss"]) for r in csv.DictReader(f_ddp) if r.get("loss")]
+        loss_fsdp = [float(r["loss"]) for r in csv.DictReader(f_fsdp) if r.get("loss")]
+    assert len(loss_ddp) == 3 and loss_fsdp == pytest.approx(loss_ddp, abs=1e-5)
+    _same_weights(ddp / "model.safetensors", fsdp / "model.safetensors")
+    _, info = AutoModelForImageTextToText.from_pretrained(fsdp, output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"], info
+
+    resume = args(resumed, "--save_strategy", "no", "--resume_from_checkpoint", str(fsdp / "checkpoint-2"))
+    _run(launch_command("fsdp2", 2, resume), root, **_CPU_FSDP)
+    assert _steps(resumed)[-1] == "3"
+    _same_weights(fsdp / "model.safetensors", resumed / "model.safetensors", atol=1e-6)
+
+
+@pytest.mark.slow
+def test_fsdp2_lora_grpo_equals_ddp(setup):
+    """LoRA GRPO under FSDP2 (generation from sharded weights, a reward with spread so the adapter moves)
+    gives the adapter that DDP gives; the final folder holds the adapter and the merged model."""
+    root, model = setup
+    reward = ["--reward_funcs", "tests.helpers.training.varied_reward", "--use_peft", "true"]
+    common = ["--max_steps", "2", "--save_strategy", "no", "--learning_rate", "0.01", *reward]
+    ddp, fsdp = root / "f_lora_ddp", root / "f_lora_fsdp"
+    _run(launch_command("ddp", 2, _grpo_args(model, root / "data", ddp, *common)), root, **_CPU_FSDP)
+    _run(launch_command("fsdp2", 2, _grpo_args(model, root / "data", fsdp, *common)), root, **_CPU_FSDP)
+    assert _layout(fsdp)["distributed_type"] == "FSDP"
+    want, got = _load(ddp / "adapter_model.safetensors"), _load(fsdp / "adapter_model.safetensors")
+    assert want.keys() == got.keys()
+    assert max(float(v.abs().max()) for k, v in got.items() if "lora_B" in k) > 0  # the adapter trained
+    for key in want:
+        assert (want[key] - got[key]).abs().max() < 1e-5, key
+    assert (fsdp / "merged" / "config.json").is_file()
+
+
+def test_fsdp_sharded_checkpoint_is_resumable_only_with_its_metadata(tmp_path):
+    from r1vision.checkpoints import checkpoint_problem
+
+    ckpt = tmp_path / "checkpoint-4"
+    (ckpt / "pytorch_model_fsdp_0").mkdir(parents=True)
+    (ckpt / "trainer_state.json").write_text(json.dumps({"global_step": 4}))
+    (ckpt / "pytorch_model_fsdp_0" / "__0_0.distcp").write_bytes(b"x")
+    assert checkpoint_problem(str(ckpt)) == "no model weights"  # .metadata is written last: cut save
+    (ckpt / "pytorch_model_fsdp_0" / ".metadata").write_bytes(b"x")
+    assert checkpoint_problem(str(ckpt)) is None
+
+
+def test_fsdp2_launch_flags_and_refusals(monkeypatch):
+    from types import SimpleNamespace
+
+    from r1vision.commands._args import UsageError
+    from r1vision.commands._train import launch_argv, train
+    from r1vision.trainer.distributed import check_requested_layout
+
+    cmd = launch_command("fsdp2", 2, ["grpo"], port=1)
+    assert cmd[cmd.index("--fsdp_version") + 1] == "2" and "--use_fsdp" in cmd
+    assert cmd[cmd.index("--fsdp_state_dict_type") + 1] == "SHARDED_STATE_DICT"
+    # on CPU, accelerate would quietly run DDP: refused before launching, and in a worker started by hand
+    with pytest.raises(UsageError, match="GPUs only"):
+        launch_argv("grpo", ["--accelerate_config", "fsdp2", "--num_processes", "2"])
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
+    ddp_state = SimpleNamespace(distributed_type=SimpleNamespace(name="MULTI_CPU"))
+    with pytest.raises(RuntimeError, match="runs these processes as MULTI_CPU"):
+        check_requested_layout(ddp_state)
+    check_requested_layout(SimpleNamespace(distributed_type=SimpleNamespace(name="FSDP")))
+    monkeypatch.delenv("ACCELERATE_USE_FSDP")
+    with pytest.raises(UsageError, match="not supported by t2i-grpo"):
+        train("t2i-grpo", ["--config", "t2i_smoke", "--accelerate_config", "fsdp2"])

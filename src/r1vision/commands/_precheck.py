@@ -327,7 +327,7 @@ HELP_GROUPS = {
 _LAUNCH_HELP = {
     "config": "a YAML recipe: a path or a shipped recipe name (`r1vision configs` lists them); flags override it",
     "num_processes": "launch N processes through accelerate, as `trl` does",
-    "accelerate_config": "ddp / multi_gpu, zero2, zero3 (shipped layouts), or an accelerate config file",
+    "accelerate_config": "ddp / multi_gpu, zero2, zero3, fsdp2 (shipped layouts), or an accelerate config file",
     "dry-run": "resolve and check the run (budget, memory, vLLM settings) without touching a GPU",
 }
 

@@ -13,7 +13,7 @@ from typing import Any
 from r1vision.commands._args import UsageError
 
 # The shipped accelerate layouts by name, as `trl --accelerate_config zero3` takes them.
-_LAYOUT_NAMES = {"ddp": "ddp", "multi_gpu": "ddp", "zero2": "zero2", "zero3": "zero3"}
+_LAYOUT_NAMES = {"ddp": "ddp", "multi_gpu": "ddp", "zero2": "zero2", "zero3": "zero3", "fsdp2": "fsdp2"}
 
 
 def _parse_vlm(kind: str) -> Callable[[Sequence[str]], tuple[Any, Any]]:
@@ -118,7 +118,7 @@ KINDS: dict[str, TrainKind] = {
     "sft": TrainKind("sft", "sft", _parse_vlm("sft"), _run_vlm("sft"), _dry_vlm("sft"), "saved to {out}"),
     "grpo": TrainKind("grpo", "grpo", _parse_vlm("grpo"), _run_vlm("grpo"), _dry_vlm("grpo"), "saved to {out}"),
     "t2i-grpo": TrainKind("t2i-grpo", "t2i", _parse_t2i, _run_t2i, _dry_t2i,
-                          "saved to {out} (LoRA for diffusers: {out}/lora, EMA: {out}/lora_ema)", ("zero3",)),
+                          "saved to {out} (LoRA for diffusers: {out}/lora, EMA: {out}/lora_ema)", ("zero3", "fsdp2")),
 }  # fmt: skip
 
 
@@ -141,7 +141,7 @@ def launch_argv(kind: str, argv: Sequence[str]) -> list[str] | None:
     """With ``--num_processes N`` and/or ``--accelerate_config NAME|FILE`` (as ``trl grpo`` takes them), the
     ``accelerate launch`` command that runs this command line in N processes; ``None`` without them or
     inside a launched worker. Names: ``ddp``/``multi_gpu``, ``zero2``, ``zero3`` (the shipped DeepSpeed
-    JSONs); anything else is an accelerate config file (a path or a name under ``configs/accelerate``)."""
+    JSONs), ``fsdp2`` (GPUs only); anything else is an accelerate config file (a path or a name under ``configs/accelerate``)."""
     import os
 
     from r1vision.configs import flag_values
@@ -167,6 +167,9 @@ def launch_argv(kind: str, argv: Sequence[str]) -> list[str] | None:
 
     if name in _LAYOUT_NAMES:
         layout = _LAYOUT_NAMES[name]
+        if layout == "fsdp2" and not torch.cuda.is_available():
+            raise UsageError("--accelerate_config fsdp2: accelerate shards with FSDP on GPUs only (on CPU it "
+                             "would run plain DDP); use ddp here")  # fmt: skip
         ds = resolve_config(f"deepspeed/{layout}.json") if layout.startswith("zero") else None
         return launch_command(layout, nproc, [kind, *rest], deepspeed_config=ds)
     try:
@@ -204,7 +207,8 @@ def planned_launch(argv: Sequence[str]) -> list[str]:
         out += ["--gpus", str(values["num_processes"])]
     layout = _LAYOUT_NAMES.get(str(values.get("accelerate_config")))
     if layout and "zero" not in values:
-        out += ["--zero", {"ddp": "0", "zero2": "2", "zero3": "3"}[layout]]
+        # FSDP2 shards parameters, gradients and optimizer state as ZeRO-3 does: the same estimate
+        out += ["--zero", {"ddp": "0", "zero2": "2", "zero3": "3", "fsdp2": "3"}[layout]]
     return out
 
 

@@ -18,6 +18,7 @@ schedule, AdamW lr 3e-4 constant (weight decay 1e-4, eps 1e-8), gradient norm 1.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from transformers import TrainingArguments
@@ -189,6 +190,11 @@ class DiffusionGRPOConfig(TrainingArguments):
             raise ValueError(
                 "DeepSpeed ZeRO-3 is not supported by the text-to-image trainer yet (it would partition the frozen "
                 "text encoders and the EMA); use DDP (--accelerate_config ddp) or ZeRO-2 (--accelerate_config zero2)"
+            )
+        if os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true":
+            raise ValueError(
+                "FSDP is not supported by the text-to-image trainer yet (the LoRA denoiser fits one GPU and "
+                "the EMA is kept per rank); use DDP (--accelerate_config ddp) or ZeRO-2 (--accelerate_config zero2)"
             )
         if self.world_size > 1:  # a launched run; one process is checked by the runner (a dry run plans N)
             self.check_generation_layout(self.world_size)

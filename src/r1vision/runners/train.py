@@ -22,7 +22,7 @@ from r1vision.tasks.options import merge_options, options_mapping
 from r1vision.tasks.registry import check_reward_weights
 from r1vision.trainer.config import VisionGRPOConfig, VisionSFTConfig
 from r1vision.trainer.decoding_eval import DecodingEvalCallback
-from r1vision.trainer.distributed import record_layout, teardown
+from r1vision.trainer.distributed import check_requested_layout, record_layout, teardown
 from r1vision.trainer.grpo import VisionGRPOTrainer
 from r1vision.trainer.merge import resolve_model
 from r1vision.trainer.preemption import finish_if_preempted
@@ -223,6 +223,7 @@ def run_grpo(script: ScriptArguments, config: Any) -> str:
     trainer = VisionGRPOTrainer(
         script.model, [s.func for s in specs], args=config, train_dataset=train, eval_dataset=evald
     )
+    check_requested_layout(trainer.accelerator)
     if script.decoding_eval_splits and script.decoding_eval_steps > 0:
         trainer.add_callback(_decoding_eval(script, config, prepared, trainer))
     trainer.train(resume_from_checkpoint=config.resume_from_checkpoint)
@@ -241,6 +242,7 @@ def run_sft(script: ScriptArguments, config: Any) -> str:
     keep = {"prompt", "completion", "images"}
     train, evald = (_only(d, keep) for d in (prepared.train, prepared.evald))
     trainer = VisionSFTTrainer(script.model, args=config, train_dataset=train, eval_dataset=evald)
+    check_requested_layout(trainer.accelerator)
     trainer.train(resume_from_checkpoint=config.resume_from_checkpoint)
     finish_if_preempted(trainer)  # a signal stopped it: its checkpoint is the result
     record_layout(trainer, config.output_dir)

@@ -140,12 +140,15 @@ def finish_process(code: int = 0) -> int:
 
 
 def _param_counts(model: Any) -> tuple[int, int]:
-    """(elements this rank holds, elements of the whole model); equal unless ZeRO-3 partitions."""
+    """(elements this rank holds, elements of the whole model); equal unless ZeRO-3 or FSDP shards."""
     local = full = 0
     for p in model.parameters():
         if hasattr(p, "ds_numel"):  # ZeRO-3: ds_tensor is this rank's shard, ds_numel the full size
             local += int(p.ds_tensor.numel())
             full += int(p.ds_numel)
+        elif hasattr(p, "to_local"):  # FSDP2: a DTensor, numel() is the global size
+            local += int(p.to_local().numel())
+            full += p.numel()
         else:
             local += p.numel()
             full += p.numel()
@@ -180,6 +183,7 @@ def layout_of(trainer: Any) -> dict[str, Any]:
         "distributed_type": str(acc.distributed_type).split(".")[-1],
         "backend": getattr(acc.state, "backend", None),
         "zero_stage": zero_stage(trainer),
+        "fsdp_version": acc.state.fsdp_plugin.fsdp_version if acc.distributed_type.name == "FSDP" else None,
         "ranks": sorted(ranks, key=lambda r: r["rank"]),
     }
 
@@ -194,7 +198,29 @@ def record_layout(trainer: Any, output_dir: str | os.PathLike[str]) -> dict[str,
     return layout
 
 
-LAYOUTS = ("single", "ddp", "zero2", "zero3")
+LAYOUTS = ("single", "ddp", "zero2", "zero3", "fsdp2")
+
+# FSDP2 as TRL's recipes run it: one shard group per decoder/vision block (the model's _no_split_modules),
+# sharded checkpoints (each rank writes its shard: fast, resumable on the same world size) and a full
+# state dict only for the final save (see FinalOutputMixin), parameters resharded after each forward.
+FSDP2_FLAGS = (
+    "--use_fsdp", "--fsdp_version", "2", "--fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP",
+    "--fsdp_state_dict_type", "SHARDED_STATE_DICT", "--fsdp_reshard_after_forward", "true",
+    "--mixed_precision", "no",
+)  # fmt: skip
+
+
+def check_requested_layout(accelerator: Any) -> None:
+    """Refuse a run whose launcher asked for FSDP but whose processes are plain DDP: accelerate turns FSDP
+    on CPU processes into MULTI_CPU without a word, so each rank would hold (and save) the whole model."""
+    if (
+        os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true"
+        and accelerator.distributed_type.name != "FSDP"
+    ):
+        raise RuntimeError(
+            f"FSDP was asked for (ACCELERATE_USE_FSDP=true) but accelerate runs these processes as "
+            f"{accelerator.distributed_type.name}: accelerate shards with FSDP on GPUs only; use ddp on CPU"
+        )
 
 
 def launch_command(
@@ -208,7 +234,7 @@ def launch_command(
 
     ``ddp`` uses ``--multi_gpu``: with ``use_cpu: true`` in the training config that gives ``nproc`` gloo
     processes on a CPU-only machine (``--cpu`` would silently give one). ``zero2``/``zero3`` need a
-    DeepSpeed JSON file. A free port is picked so concurrent runs on one machine do not collide.
+    DeepSpeed JSON file; ``fsdp2`` is :data:`FSDP2_FLAGS`. A free port is picked so concurrent runs on one machine do not collide.
     """
     import sys
 
@@ -220,6 +246,8 @@ def launch_command(
     cmd += ["--num_processes", str(nproc), "--main_process_port", str(port or _free_port())]
     if layout == "ddp":
         cmd += ["--multi_gpu", "--mixed_precision", "no"]
+    elif layout == "fsdp2":
+        cmd += list(FSDP2_FLAGS)
     else:
         if deepspeed_config is None:
             raise ValueError(f"layout {layout!r} needs a DeepSpeed config file")

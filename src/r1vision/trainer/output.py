@@ -235,6 +235,11 @@ class FinalOutputMixin:
     _r1vision_kind = "train"
 
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        plugin = self.accelerator.state.fsdp_plugin if self.is_fsdp_enabled else None  # type: ignore[attr-defined]
+        if plugin is not None and not _internal_call:
+            # Checkpoints stay sharded (each rank its shard); the final folder is a whole model that
+            # from_pretrained loads: Trainer writes no weights at all under SHARDED_STATE_DICT.
+            plugin.set_state_dict_type("FULL_STATE_DICT")
         super().save_model(output_dir, _internal_call)  # type: ignore[misc]
         if _internal_call:  # a checkpoint: Trainer's own business
             return
