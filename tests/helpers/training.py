@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 
@@ -12,6 +13,19 @@ def varied_reward(prompts, completions, **kwargs):
         text = c if isinstance(c, str) else c[-1]["content"]
         out.append(len(set(text)) / 10.0)
     return out
+
+
+_ROUNDS_SCORED = 0
+
+
+def flat_first_round_on_rank0(prompts, completions, **kwargs):
+    """``varied_reward``, except that the first batch rank 0 scores is flat (one value): a rank with no
+    learning signal while the other rank has its batch."""
+    global _ROUNDS_SCORED
+    _ROUNDS_SCORED += 1
+    if os.environ.get("RANK", "0") == "0" and _ROUNDS_SCORED == 1:
+        return [0.5] * len(completions)
+    return varied_reward(prompts, completions)
 
 
 def grpo_args(out_dir, **overrides: Any):

@@ -286,6 +286,25 @@ def test_selftest_ddp_layout(capsys):
     assert "PASS  grpo 2 steps (ddp, hf)" in out and "2 ranks (MULTI_CPU, gloo), grad norm" in out
 
 
+@pytest.mark.slow
+def test_dynamic_sampling_two_ranks_one_without_signal(setup):
+    """Rank 0's first round is flat, rank 1's is not: both ranks generate a second round together (no hang:
+    the round count is agreed over the ranks), and every group that trains, on both, has reward spread."""
+    root, model = setup
+    out = root / "dyn"
+    args = _grpo_args(model, root / "data", out, "--max_steps", "2", "--save_strategy", "no")
+    reward = "tests.helpers.training.flat_first_round_on_rank0"
+    args += ["--dynamic_sampling", "true", "--reward_funcs", reward]
+    _run(launch_command("ddp", 2, args), root, PYTHONPATH=str(ROOT))
+    with open(out / "metrics.csv") as f:
+        rows = [r for r in csv.DictReader(f) if r.get("loss")]
+    assert [float(r["dynamic_sampling/rounds"]) for r in rows] == [2.0, 1.0]
+    drawn = [float(r["dynamic_sampling/prompts_drawn"]) for r in rows]
+    assert drawn == [4.0, 2.0]  # one group per rank a round
+    assert all(float(r["dynamic_sampling/groups_with_spread"]) == 1.0 for r in rows)
+    assert float(rows[0]["grad_norm"]) > 0
+
+
 # ------------------------------------------------------------------------------------------ FSDP2
 _CPU_FSDP = {"PYTHONPATH": os.pathsep.join([str(ROOT / "tests" / "helpers" / "cpu_fsdp"), str(ROOT)])}
 

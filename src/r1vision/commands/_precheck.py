@@ -313,7 +313,8 @@ HELP_GROUPS = {
     "task and data": ("task", "model", "dataset", "model_name_or_path", "dataset_name", "dataset_split",
                       "eval_split", "max_train_rows", "task_options", "image_root", "validate_rows", "max_length"),
     "vision": ("min_pixels", "max_pixels", "freeze_vision_tower", "max_images_per_prompt", "max_prompt_text_tokens"),
-    "rewards and advantages": ("reward_funcs", "advantage_estimator", "scale_rewards", "keep_groups_by_std"),
+    "rewards and advantages": ("reward_funcs", "advantage_estimator", "scale_rewards", "keep_groups_by_std",
+                               "dynamic_sampling", "dynamic_sampling_max_rounds"),
     "generation": ("generation_backend", "vllm_server_per_rank"),
     "LoRA and model loading (TRL's ModelConfig flags)": (
         "use_peft", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules", "lora_target_parameters",

@@ -200,9 +200,12 @@ def train_grpo(
     quiet: bool = False,
     rows: Any = None,
     specs: Any = None,
+    overrides: dict[str, Any] | None = None,
+    callbacks: list[Any] | None = None,
 ) -> StageResult:
     """GRPO from ``model`` on ``rows`` (default: the scene-graph ``rl`` prompts) with the reward ``specs``
-    (default: format (``cfg.strict_format``) + object + relation F1)."""
+    (default: format (``cfg.strict_format``) + object + relation F1); ``overrides``: config fields the
+    benchmarks vary (e.g. ``dynamic_sampling``)."""
 
     if rows is None:
         rows = load_rows(data, "rl", cfg, with_completion=False)
@@ -224,9 +227,11 @@ def train_grpo(
         # A sampled vision token would add a placeholder without image features to the training forward.
         generation_kwargs={"suppress_tokens": _vision_token_ids(model)},
         logging_steps=1,
-        **_common(cfg, seed, quiet),
+        **{**_common(cfg, seed, quiet), **(overrides or {})},
     )
-    trainer = VisionGRPOTrainer(str(model), [s.func for s in specs], args=args, train_dataset=rows)
+    trainer = VisionGRPOTrainer(
+        str(model), [s.func for s in specs], args=args, train_dataset=rows, callbacks=callbacks
+    )
     # Generation, log-prob and (beta > 0) reference forwards all count, like the training forwards.
     counter = FlopCounter()
     trainer.add_callback(FlopCounterCallback(counter, extra_models=[trainer.ref_model]))

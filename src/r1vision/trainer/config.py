@@ -345,6 +345,22 @@ class VisionGRPOConfig(VisionOptions, GRPOConfig):
             "the highest reward std (R1-SGG-style group filtering); the others get zero advantage. 1.0 keeps all."
         },
     )
+    dynamic_sampling: bool = field(
+        default=False,
+        metadata={
+            "help": "DAPO's dynamic sampling: train each step only on prompt groups whose rewards differ, "
+            "generating for more prompts (drawn at random from the training set) until the generation batch "
+            "is full of them or dynamic_sampling_max_rounds is reached. Metrics: dynamic_sampling/rounds, "
+            "dynamic_sampling/prompts_drawn, dynamic_sampling/groups_with_spread."
+        },
+    )
+    dynamic_sampling_max_rounds: int = field(
+        default=10,
+        metadata={
+            "help": "Most generation rounds per generation batch under dynamic_sampling (DAPO's recipe: 10); "
+            "at the cap the batch is completed with flat groups (zero advantage) and a warning."
+        },
+    )
 
     def __post_init__(self) -> None:
         backends = {"hf": None, "vllm_colocate": "colocate", "vllm_server": "server"}
@@ -372,6 +388,20 @@ class VisionGRPOConfig(VisionOptions, GRPOConfig):
             )
         if not 0.0 < self.keep_groups_by_std <= 1.0:
             raise ValueError(f"keep_groups_by_std must be in (0, 1], got {self.keep_groups_by_std}")
+        if self.dynamic_sampling:
+            if self.dynamic_sampling_max_rounds < 1:
+                raise ValueError(
+                    f"dynamic_sampling_max_rounds must be >= 1, got {self.dynamic_sampling_max_rounds}"
+                )
+            if self.keep_groups_by_std < 1.0:
+                raise ValueError(
+                    "dynamic_sampling replaces flat groups, keep_groups_by_std zeroes them: choose one"
+                )
+            if self.num_generations < 2 or self.advantage_estimator not in ("grpo", "rloo"):
+                raise ValueError(  # a batch-whitened estimator gives flat groups a signal: nothing to replace
+                    "dynamic_sampling needs groups (num_generations >= 2) and a group baseline (grpo, rloo); "
+                    f"advantage_estimator={self.advantage_estimator!r} with num_generations={self.num_generations}"
+                )
 
         # Refuse here, before a model is loaded, what the estimator would otherwise silently ignore.
         self.scale_rewards = resolve_estimator_options(

@@ -8,6 +8,8 @@ What it adds, each in the narrowest override:
   RGB images resized to the budget and adds ``image_sizes`` / ``original_image_sizes`` columns, which
   TRL forwards to reward functions; afterwards swaps in the configured advantage estimator.
 - ``_tokenize_prompts``: checks, per sample, that the image placeholder tokens equal the image features.
+- with ``dynamic_sampling``, ``_generate_and_score_completions`` generates more rounds until the batch holds
+  only groups with reward spread (:mod:`r1vision.trainer.dynamic_sampling`).
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ from typing import Any
 
 import torch
 from trl import GRPOTrainer
+from trl.trainer.utils import split_pixel_values_by_grid, unsplit_pixel_values_by_grid
 
 from r1vision.tasks.group_filter import select_groups_by_std
 from r1vision.trainer.advantages import compute_advantages
 from r1vision.trainer.checkpoint import CheckpointRenameMixin
 from r1vision.trainer.config import VisionGRPOConfig
+from r1vision.trainer.dynamic_sampling import groups_with_spread, merge_rounds, reserve_indices
 from r1vision.trainer.logline import use_compact_log
 from r1vision.trainer.output import FinalOutputMixin
 from r1vision.trainer.setup import VisionSetupMixin, drop_vision_input_grad_hooks
@@ -100,6 +104,8 @@ class VisionGRPOTrainer(FinalOutputMixin, CheckpointRenameMixin, VisionSetupMixi
         self._image_cache: tuple[Any, dict[str, Any]] | None = None
         self._batch_labels: list[str] = []
         self._last_rewards_per_func: torch.Tensor | None = None
+        if getattr(self.args, "dynamic_sampling", False):
+            _check_dynamic_sampling(self.args, self.num_generations, self.train_dataset)
 
     # ----------------------------------------------------------------------------------------------- images
     def _prepare_vision_row(self, row: dict[str, Any]) -> dict[str, Any]:
@@ -116,6 +122,13 @@ class VisionGRPOTrainer(FinalOutputMixin, CheckpointRenameMixin, VisionSetupMixi
         return with_vision_columns(row, extra)
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        output = self._generate_round(inputs)
+        if getattr(self.args, "dynamic_sampling", False) and self.model.training:
+            output = self._dynamic_sampling(output, len(inputs))
+        return output
+
+    def _generate_round(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        """TRL's generation and scoring of one local batch, with images prepared and our advantages."""
         inputs = [self._prepare_vision_row(row) for row in inputs]
         self._batch_labels = [row_label(row, row.get("row_index")) for row in inputs]
         output = super()._generate_and_score_completions(inputs)
@@ -162,6 +175,68 @@ class VisionGRPOTrainer(FinalOutputMixin, CheckpointRenameMixin, VisionSetupMixi
                     f"produce {expected} image features. Check that the prompt has one {{'type': 'image'}} "
                     "part per image and no literal vision tokens in its text."
                 )
+
+    # ------------------------------------------------------------------------------------- dynamic sampling
+    def _dynamic_sampling(self, first: dict[str, Any], local: int) -> dict[str, Any]:
+        """Rounds of generation until every process holds ``local / num_generations`` groups with reward
+        spread (or ``dynamic_sampling_max_rounds``); one batch of those groups, in TRL's layout."""
+        group, acc = self.num_generations, self.accelerator
+        n_groups, start = local // group, acc.process_index * local
+        rounds: list[dict[str, Any]] = []
+        chosen: list[list[int]] = []
+        flat: list[list[int]] = []
+
+        def take(output: dict[str, Any]) -> None:
+            spread = groups_with_spread(self._weighted_rewards()[start : start + local].cpu(), group)
+            have = sum(len(c) for c in chosen)
+            rounds.append(split_pixel_values_by_grid(output))
+            chosen.append([g for g, s in enumerate(spread) if s][: n_groups - have])
+            flat.append([g for g, s in enumerate(spread) if not s])
+
+        take(first)
+        max_rounds = int(self.args.dynamic_sampling_max_rounds)
+        while len(rounds) < max_rounds:
+            deficit = torch.tensor([n_groups - sum(len(c) for c in chosen)], device=acc.device)
+            if int(acc.gather(deficit).max()) <= 0:  # every process has its batch: all stop together
+                break
+            take(self._generate_round(self._reserve_inputs(len(rounds), local)))
+        with_spread = sum(len(c) for c in chosen)
+        for r in range(len(rounds)):  # at the cap: complete the batch with flat groups (zero advantage)
+            missing = n_groups - sum(len(c) for c in chosen)
+            chosen[r] = sorted(chosen[r] + flat[r][: max(missing, 0)])
+        rows = [[g * group + i for g in groups for i in range(group)] for groups in chosen]
+        merged = unsplit_pixel_values_by_grid(
+            merge_rounds(rounds, rows, int(self.processing_class.tokenizer.pad_token_id))
+        )
+        loss_mask = merged["completion_mask"]
+        if merged.get("tool_mask") is not None:
+            loss_mask = loss_mask * merged["tool_mask"]
+        merged["num_items_in_batch"] = acc.gather(loss_mask.sum()).sum()
+        spread_total = int(acc.gather(torch.tensor([with_spread], device=acc.device)).sum())
+        groups_total = n_groups * acc.num_processes
+        metrics = self._metrics["train"]
+        metrics["dynamic_sampling/rounds"].append(float(len(rounds)))
+        metrics["dynamic_sampling/prompts_drawn"].append(float(len(rounds) * groups_total))
+        metrics["dynamic_sampling/groups_with_spread"].append(spread_total / groups_total)
+        if spread_total < groups_total and acc.is_main_process:
+            logger.warning(
+                "dynamic sampling: %d of %d groups have reward spread after %d rounds (the cap); the rest "
+                "train with zero advantage. Raise dynamic_sampling_max_rounds or check the rewards.",
+                spread_total, groups_total, len(rounds),
+            )  # fmt: skip
+        return merged
+
+    def _reserve_inputs(self, round_index: int, local: int) -> list[dict[str, Any]]:
+        """This process's rows of an extra round: prompts drawn from the training set by (seed, step, round),
+        each repeated ``num_generations`` times as TRL's sampler repeats them."""
+        group, acc = self.num_generations, self.accelerator
+        per_process = local // group
+        picks = reserve_indices(
+            len(self.train_dataset), per_process * acc.num_processes, self.args.seed,
+            self.state.global_step, round_index,
+        )  # fmt: skip
+        mine = picks[acc.process_index * per_process : (acc.process_index + 1) * per_process]
+        return [self.train_dataset[i] for i in mine for _ in range(group)]
 
     # ------------------------------------------------------------------------------------------- advantages
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
@@ -224,6 +299,21 @@ class VisionGRPOTrainer(FinalOutputMixin, CheckpointRenameMixin, VisionSetupMixi
         mask[kept] = 1.0
         self._metrics[mode]["groups/kept_fraction"].append(len(kept) / rewards.numel())
         return mask
+
+
+def _check_dynamic_sampling(args: Any, num_generations: int, train_dataset: Any) -> None:
+    """Dynamic sampling picks whole groups per process: each process's generation batch must hold whole
+    groups, and extra prompts are drawn by index from a sized dataset."""
+    local = args.per_device_train_batch_size * args.steps_per_generation
+    if local % num_generations:
+        raise ValueError(
+            f"dynamic_sampling: per_device_train_batch_size x steps_per_generation = {local} must be a multiple "
+            f"of num_generations = {num_generations} (each process then holds whole prompt groups)"
+        )
+    if train_dataset is not None and not hasattr(train_dataset, "__len__"):
+        raise ValueError(
+            "dynamic_sampling draws extra prompts by index: it needs a map-style (not streaming) dataset"
+        )
 
 
 def _count_token(ids: Any, token_id: int) -> int:

@@ -1,0 +1,159 @@
+"""Dynamic sampling on the scene-graph demo: GRPO steps and wall time to a fixed OOD relation recall, with and
+without ``dynamic_sampling``, from the same SFT checkpoint, over several seeds.
+
+Per seed: the demo's data, model and SFT stage (``r1vision demo``'s defaults), then GRPO twice from that
+checkpoint (the two arms alternate which goes first from seed to seed), each saving a snapshot every
+``--every`` steps; afterwards every snapshot is scored on the OOD split (greedy, as the demo scores).
+The target is fixed before GRPO runs: the SFT checkpoint's OOD relation recall + ``--gain`` points. For each
+arm: the first snapshot step at or above it, and the GRPO training wall time up to that step (snapshot
+saving excluded); "not reached" when no snapshot gets there. Also: generation rounds per step and prompts
+drawn, from the run's metrics.
+
+    PYTHONPATH=src:benchmarks python benchmarks/bench_dynamic_sampling.py [--seeds 3] [--every 25] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from machine_info import describe
+from transformers import TrainerCallback
+
+from r1vision.demo import arms
+from r1vision.demo.config import DemoConfig
+from r1vision.demo.report import HEADLINE
+from r1vision.demo.sgg import SGGDemo
+
+ARMS = {"plain": {}, "dynamic": {"dynamic_sampling": True}}
+
+
+class Snapshots(TrainerCallback):
+    """Saves the policy every ``every`` steps and records the training wall time up to each, the time spent
+    saving left out."""
+
+    def __init__(self, out: Path, every: int) -> None:
+        self.out, self.every = out, every
+        self.start = 0.0
+        self.paused = 0.0
+        self.times: dict[int, float] = {}
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.start = time.perf_counter()
+
+    def on_step_end(self, args, state, control, model=None, processing_class=None, **kwargs):
+        if state.global_step % self.every:
+            return
+        now = time.perf_counter()
+        self.times[state.global_step] = now - self.start - self.paused
+        folder = self.out / f"step-{state.global_step}"
+        model.save_pretrained(folder)
+        processing_class.save_pretrained(folder)
+        self.paused += time.perf_counter() - now
+
+
+def _metric_means(out: Path, key: str) -> float:
+    with open(out / "metrics.csv") as f:
+        values = [float(r[key]) for r in csv.DictReader(f) if r.get(key)]
+    return float(np.mean(values)) if values else float("nan")
+
+
+def run_seed(seed: int, root: Path, cfg: DemoConfig, every: int, gain: float) -> dict:
+    task = SGGDemo(cfg)
+    data = task.make_data(root / "data", seed)
+    sft_rows = task.rows(data, "train")
+    base = arms.build_model(cfg, data, seed, rows=sft_rows)
+    sft = arms.train_sft("sft", base, data, root / "sft", cfg, seed, cfg.sft_steps, cfg.sft_lr, quiet=True,
+                         rows=sft_rows)  # fmt: skip
+    sft_ood = task.evaluate(sft.model_dir, data, "test_ood", root / "pred" / "sft")[HEADLINE]
+    target = sft_ood + gain / 100
+    result: dict = {"seed": seed, "sft_ood": sft_ood, "target": target, "arms": {}}
+    order = list(ARMS) if seed % 2 == 0 else list(reversed(ARMS))
+    for name in order:
+        snaps = Snapshots(root / f"{name}_snapshots", every)
+        out = root / name
+        stage = arms.train_grpo(sft.model_dir, data, out, cfg, seed, quiet=True, overrides=ARMS[name],
+                                callbacks=[snaps])  # fmt: skip
+        curve = {}
+        for step in sorted(snaps.times):
+            folder = root / f"{name}_snapshots" / f"step-{step}"
+            curve[step] = task.evaluate(str(folder), data, "test_ood", root / "pred" / f"{name}-{step}")[
+                HEADLINE
+            ]
+        reached = next((s for s in sorted(curve) if curve[s] >= target), None)
+        arm = {
+            "order": order.index(name),
+            "train_seconds": stage.seconds,
+            "curve": curve,
+            "step_to_target": reached,
+            "seconds_to_target": snaps.times[reached] if reached else None,
+            "final_ood": curve[max(curve)],
+        }
+        if name == "dynamic":
+            arm["rounds_per_step"] = _metric_means(out, "dynamic_sampling/rounds")
+            arm["prompts_drawn_per_step"] = _metric_means(out, "dynamic_sampling/prompts_drawn")
+        arm["frac_reward_zero_std"] = _metric_means(out, "frac_reward_zero_std")
+        result["arms"][name] = arm
+        print(
+            json.dumps({"seed": seed, "arm": name, **{k: v for k, v in arm.items() if k != "curve"}}),
+            flush=True,
+        )
+    return result
+
+
+def _cell(values: list) -> str:
+    got = [v for v in values if v is not None]
+    if not got:
+        return f"not reached (0 of {len(values)})"
+    text = f"{np.mean(got):.1f}" if len(got) == 1 else f"{np.mean(got):.1f} ± {np.std(got, ddof=1):.1f}"
+    return text + ("" if len(got) == len(values) else f" (reached in {len(got)} of {len(values)})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--every", type=int, default=25, help="steps between OOD snapshots")
+    p.add_argument("--gain", type=float, default=5.0, help="target: SFT OOD relation recall + this (points)")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--quick", action="store_true", help="the smoke-run demo (checks the benchmark only)")
+    p.add_argument("--out", default="bench_dynamic_sampling_out")
+    a = p.parse_args(argv)
+    torch.set_num_threads(a.threads)
+    cfg = DemoConfig.quick() if a.quick else DemoConfig()
+    every = 1 if a.quick else a.every
+    before = describe()
+    runs = [
+        run_seed(s, Path(a.out) / f"seed{s}", cfg, every, a.gain) for s in range(a.seed, a.seed + a.seeds)
+    ]
+    lines = [f"machine: {before} (before) / {describe()} (after); torch threads {a.threads}", ""]
+    lines += ["| arm | GRPO steps to target | GRPO seconds to target | final OOD recall (%) | flat groups generated "
+              "(frac_reward_zero_std) | generation rounds per step |", "|---|---|---|---|---|---|"]  # fmt: skip
+    for name in ARMS:
+        arm = [r["arms"][name] for r in runs]
+        rounds = f"{np.mean([x['rounds_per_step'] for x in arm]):.2f}" if name == "dynamic" else "1"
+        lines.append(
+            f"| {name} | {_cell([x['step_to_target'] for x in arm])} | {_cell([x['seconds_to_target'] for x in arm])} "
+            f"| {_cell([100 * x['final_ood'] for x in arm])} | {np.mean([x['frac_reward_zero_std'] for x in arm]):.3f} "
+            f"| {rounds} |"
+        )
+    targets = ", ".join(
+        f"seed {r['seed']}: SFT {100 * r['sft_ood']:.1f} -> {100 * r['target']:.1f}" for r in runs
+    )
+    lines += ["", f"targets (OOD relation recall, %): {targets}"]
+    text = "\n".join(lines)
+    print(text)
+    Path(a.out).mkdir(parents=True, exist_ok=True)
+    (Path(a.out) / "bench_dynamic_sampling.json").write_text(
+        json.dumps({"runs": runs, "markdown": text}, indent=2)
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
