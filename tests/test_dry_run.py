@@ -40,6 +40,27 @@ def test_shipped_recipe_dry_runs(name, capsys):
     assert "OK: nothing refuses this run" in out
 
 
+def test_fsdp2_layout_is_its_own_estimate_not_zero3(capsys):
+    """``--accelerate_config fsdp2 --dry-run`` judges FSDP2's states (load-dtype AdamW, sharded), which are
+    smaller than ZeRO-3's fp32 master + moments for the same run."""
+    argv = [
+        "--config",
+        str(RECIPES / "geometry_grpo.yaml"),
+        "--model",
+        "Qwen/Qwen2.5-VL-7B-Instruct",
+        "--gpus",
+        "8",
+    ]
+    fsdp, zero3 = plan("grpo", [*argv, "--fsdp2"]), plan("grpo", [*argv, "--zero", "3"])
+    assert fsdp.facts["fsdp"] and fsdp.facts["zero"] == 0 and not zero3.facts["fsdp"]
+    assert "FSDP2 over 8 GPUs" in "\n".join(fsdp.lines)
+    assert fsdp.facts["training_bytes"] < zero3.facts["training_bytes"]
+    assert cli_main(["grpo", "--config", "geometry_grpo", "--model", "Qwen/Qwen2.5-VL-7B-Instruct",
+                     "--accelerate_config", "fsdp2", "--num_processes", "8",
+                     "--dry-run"]) == 0  # fmt: skip
+    assert "FSDP2 over 8 GPUs" in capsys.readouterr().out
+
+
 def test_24gb_recipe_fits_24gb_per_the_estimate():
     result = plan("grpo", ["--config", str(RECIPES / "sgg_grpo_24gb.yaml"), "--gpus", "4", "--zero", "3",
                            "--card-gb", "24"])  # fmt: skip

@@ -63,6 +63,23 @@ def test_zero2_replicates_weights_and_offload_moves_states_to_cpu():
     assert off3.weights == 0 and off3.cpu_offload == 16e9 + 2e9 and off3.model_states == 4e7
 
 
+def test_fsdp2_shards_the_no_deepspeed_states_and_gathers_the_root_and_two_blocks(capsys):
+    """FSDP2: torch's AdamW states in the load dtype (no fp32 master), all sharded over the GPUs,
+    gradients reduce-scattered (no DDP bucket copy); the root unit (embedding) and two blocks gathered."""
+    e = estimate(SHAPE, _setup(zero=0, fsdp=True, beta=0.04))
+    assert (e.weights, e.gradients, e.optimizer, e.reference) == (2e9 / 8, 2e9 / 8, 4e9 / 8, 2e9 / 8)
+    assert e.gathered == 2 * (10_000 * 1000 + 2 * 10_000_000)
+    assert e.model_states < estimate(SHAPE, _setup(zero=3, beta=0.04)).model_states  # no 12 B fp32 Adam
+    one = estimate(SHAPE, _setup(gpus=1, zero=0, fsdp=True))  # one GPU: nothing to shard, plain states
+    assert (one.weights, one.gathered) == (2e9, 0)
+    with pytest.raises(ValueError, match="zero must be 0"):
+        estimate(SHAPE, _setup(zero=3, fsdp=True))
+    assert main(["estimate-memory", "--model", "qwen2.5-vl-7b", "--gpus", "8", "--fsdp2"]) == 0
+    assert "FSDP2 (full shard)" in capsys.readouterr().out
+    assert main(["estimate-memory", "--model", "qwen2.5-vl-7b", "--gpus", "8", "--fsdp2", "--offload"]) == 2
+    assert "--fsdp2 --offload" in capsys.readouterr().err
+
+
 def test_reference_model_for_beta_only_without_lora():
     assert estimate(SHAPE, _setup(zero=3, beta=0.04)).reference == 2e9 / 8
     assert estimate(SHAPE, _setup(zero=2, beta=0.04)).reference == 2e9

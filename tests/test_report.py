@@ -46,10 +46,15 @@ def test_mean_std_max_over_seeds(tmp_path):
     assert (tmp_path / "rep" / "reward.png").stat().st_size > 1000
 
 
-def test_unknown_metric_is_named(tmp_path):
+def test_unknown_metric_is_named(tmp_path, capsys):
+    """An unknown --metrics name is a one-line usage error (exit 2) that lists the available metrics."""
     _write(tmp_path / "s0", [{"step": 1, "reward": 0.0}])
-    with pytest.raises(KeyError, match="nope"):
+    assert (
         main(["report", str(tmp_path / "s0"), "--metrics", "nope", "--output_dir", str(tmp_path / "rep")])
+        == 2
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'nope'" in err[0] and "available: ['reward']" in err[0], err
 
 
 def test_default_report_draws_every_metric_group_with_an_index(tiny_model, color_dir, tmp_path):

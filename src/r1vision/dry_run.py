@@ -7,7 +7,7 @@ share, tensor parallel, sleep level, ``mm_processor_kwargs``), which parameters 
 :mod:`r1vision.estimate`. Then it refuses, with exit code 2, the combinations that cannot work.
 
 Dry-run-only flags (anywhere on the command line): ``--gpus N`` (training GPUs, default 8),
-``--card-gb G`` (GPU memory, default 80), ``--zero {0,2,3}`` (default: the run's DeepSpeed config, 0 = DDP
+``--card-gb G`` (GPU memory, default 80), ``--fsdp2`` (FSDP2 full shard), ``--zero {0,2,3}`` (default: the run's DeepSpeed config, 0 = DDP
 otherwise). The model config comes from a local folder or ``config.json``, a built-in shape
 (``r1vision/data/model_shapes``, matched by Hub id) or, last, the Hub.
 """
@@ -140,6 +140,8 @@ def plan(kind: str, argv: Sequence[str]) -> DryRun:
     gpus = _pop_flag(argv, "--gpus", int, 8)
     card_gb = _pop_flag(argv, "--card-gb", float, 80.0)
     zero_override = _pop_flag(argv, "--zero", int, None)
+    fsdp = "--fsdp2" in argv  # FSDP2 full shard (--accelerate_config fsdp2) instead of DeepSpeed
+    argv = [a for a in argv if a != "--fsdp2"]
     out = DryRun()
     target_cpu = _truthy(_recipe_value(argv, "use_cpu"))
     # Judge the engine settings for the machine the run targets (a GPU unless use_cpu), not this one.
@@ -183,10 +185,11 @@ def plan(kind: str, argv: Sequence[str]) -> DryRun:
         completion, text_tokens = int(getattr(config, "max_length", None) or 2048), 0
     if kind == "grpo":
         _engine(out, config, budget, max_images, completion, text_tokens, model, shape, card_gb, target_cpu)
-    zero = _zero_stage(config, zero_override)
+    zero = 0 if fsdp else _zero_stage(config, zero_override)
     setup = TrainSetup(
         gpus=gpus,
         zero=zero,  # 0: no DeepSpeed (DDP): every GPU holds every state, in the load dtype
+        fsdp=fsdp,
         offload=_offloads(config),
         lora_r=config.lora_r,
         freeze_vision=config.freeze_vision_tower,
@@ -205,7 +208,10 @@ def plan(kind: str, argv: Sequence[str]) -> DryRun:
         lora_adapters=bool(getattr(config, "vllm_lora_adapters", False)) if kind == "grpo" else False,
     )
     est = estimate(shape, setup)
-    layout = f"ZeRO-{zero} over {gpus} GPUs" if zero else "DDP (every GPU holds every state)"
+    if fsdp:
+        layout = f"FSDP2 over {gpus} GPUs"
+    else:
+        layout = f"ZeRO-{zero} over {gpus} GPUs" if zero else "DDP (every GPU holds every state)"
     out.add(
         "memory per GPU",
         f"{est.training / GIB:.1f} GiB training ({layout}{', offload' if setup.offload else ''}): "
@@ -218,7 +224,7 @@ def plan(kind: str, argv: Sequence[str]) -> DryRun:
         f"{est.peak / GIB:.1f} GiB per GPU at the worst moment: weight sync +{est.sync_peak / GIB:.1f} GiB, "
         f"generation +{est.generation_peak / GIB:.1f} GiB over the model states",
     )
-    out.facts.update(training_bytes=est.training, peak_bytes=est.peak, zero=zero)
+    out.facts.update(training_bytes=est.training, peak_bytes=est.peak, zero=zero, fsdp=fsdp)
     colocated = kind == "grpo" and config.use_vllm and config.vllm_mode == "colocate"
     share = float(config.vllm_gpu_memory_utilization) * card_gb * GIB if colocated else 0.0
     if not target_cpu and est.peak + share > card_gb * GIB:

@@ -18,6 +18,11 @@ for the optimizer side and per stored parameter for the weights:
   fp32 master, as in stock TRL; measured on an H200: 16.7 GiB for 2.2B params, where the ZeRO-2
   accounting said 46) and peft's LoRA adapters, kept in fp32, 4 + 4 + 8 B; DDP over several GPUs adds
   its gradient buckets (one more copy of the gradients).
+- FSDP2 (``--fsdp2``: torch's ``fully_shard``, one unit per block, ``mixed_precision: no``): the
+  ``--zero 0`` states (torch's AdamW in the load dtype, no fp32 master) sharded over the GPUs, the
+  reference model too; gathered for compute: the root unit (embedding, LM head, norms) for the whole
+  step plus two blocks (the one computing and the one prefetched). HF generation gathers block by block,
+  not the whole model as ZeRO-3 does.
 - ``--offload`` (``zero*_offload.json``): ZeRO-2 keeps only the bf16 weights on the GPU, ZeRO-3 only the
   gathered working set; the rest goes to CPU RAM.
 - LoRA / a frozen vision tower: frozen parameters cost their bf16 weights only.
@@ -107,6 +112,7 @@ class TrainSetup:
     generation: str = "hf"  # "hf", "vllm_colocate" or "vllm_server": which transients a step has
     num_generations: int = 8  # sequences generated per prompt (the HF generation's KV cache)
     lora_adapters: bool = False  # vllm_lora_adapters: a sync sends the adapter, not merged weights
+    fsdp: bool = False  # FSDP2 full shard (zero must be 0: FSDP replaces DeepSpeed)
 
 
 @dataclass(frozen=True)
@@ -296,6 +302,8 @@ def estimate(shape: ModelShape, setup: TrainSetup) -> MemoryEstimate:
         raise ValueError(f"gpus must be >= 1, got {setup.gpus}")
     if setup.offload and setup.zero == 0:
         raise ValueError("offload needs DeepSpeed (zero 2 or 3)")
+    if setup.fsdp and setup.zero:
+        raise ValueError("fsdp replaces DeepSpeed: zero must be 0 with fsdp")
     n, p = setup.gpus, shape.total_params
     if setup.lora_r > 0:
         trainable = setup.lora_r * shape.lora_in_out
@@ -322,6 +330,11 @@ def estimate(shape: ModelShape, setup: TrainSetup) -> MemoryEstimate:
         gradients = state * trainable * (2 if n > 1 else 1)  # DDP's buckets: a second copy
         optimizer = 2 * state * trainable
         reference = setup.weight_bytes * p if reference else 0
+        if setup.fsdp and n > 1:  # the same states, sharded; gradients reduce-scattered (no DDP bucket copy)
+            weights, optimizer, reference = weights // n, optimizer // n, reference // n
+            gradients = state * trainable // n
+            root = shape.vocab * shape.hidden + shape.lm_head_params
+            gathered = setup.weight_bytes * (root + 2 * shape.largest_block_params)
     cpu = 0
     if setup.offload:
         cpu += (16 if zero3 else 18) * trainable
@@ -366,7 +379,7 @@ def estimate(shape: ModelShape, setup: TrainSetup) -> MemoryEstimate:
         # HF generation of batch sequences: the KV cache grows to prompt + completion per sequence; under
         # ZeRO-3 TRL gathers the whole model (bf16) for it
         gen_kv = 2 * shape.layers * shape.kv_dim * 2 * setup.batch * seq
-        generation_peak = gen_kv + (2 * p - 2 * stored // n if zero3 else 0)
+        generation_peak = gen_kv + (2 * p - 2 * stored // n if zero3 else 0)  # FSDP2: per block, in gathered
     return MemoryEstimate(
         weights=weights,
         gradients=gradients,
@@ -393,7 +406,9 @@ def _gib(x: float) -> str:
 def report(shape: ModelShape, setup: TrainSetup, est: MemoryEstimate) -> str:
     """A human-readable table with the verdict for 24 GB and 80 GB cards."""
     seq = setup.prompt_tokens + image_tokens(shape, setup.max_pixels) * setup.images + setup.completion_tokens
-    layout = f"ZeRO-{setup.zero}" if setup.zero else "no DeepSpeed (DDP)"
+    layout = (
+        f"ZeRO-{setup.zero}" if setup.zero else ("FSDP2 (full shard)" if setup.fsdp else "no DeepSpeed (DDP)")
+    )
     if setup.zero:
         adam = "AdamW: fp32 master + 2 moments"
     else:
@@ -411,7 +426,7 @@ def report(shape: ModelShape, setup: TrainSetup, est: MemoryEstimate) -> str:
         f"  weights      {_gib(est.weights)}",
         f"  gradients    {_gib(est.gradients)}",
         f"  optimizer    {_gib(est.optimizer)}  ({adam})",
-        f"  gathered     {_gib(est.gathered)}  (ZeRO-3 working set)",
+        f"  gathered     {_gib(est.gathered)}  ({'FSDP2' if setup.fsdp else 'ZeRO-3'} working set)",
         f"  reference    {_gib(est.reference)}  (GRPO's KL reference model, beta > 0)",
         f"  activations  {_gib(est.activations)}",
         f"  logits       {_gib(est.logits)}",

@@ -1,6 +1,6 @@
 """``vllm_colocate`` at scale, for real on CPU: one engine per training process (2-process DDP), LoRA
-(adapters merged for the sync, only adapted layers sent) and DeepSpeed ZeRO-3 (parameters gathered one
-at a time for the sync).
+(adapters merged for the sync, only adapted layers sent), DeepSpeed ZeRO-3 (parameters gathered one
+at a time for the sync) and FSDP2 (sharded DTensors gathered module by module for the sync; full and LoRA).
 
 Opt-in environment, like tests/generation/test_vllm_engine.py (skipped where vLLM is not installed):
 
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.paths import SCRIPTS
+from tests.helpers.paths import ROOT, SCRIPTS
 
 pytest.importorskip("vllm")
 
@@ -113,3 +113,19 @@ def test_zero3_colocate(tiny_model, color_dir, tmp_path):
     cmd = _launch(2, ["--use_deepspeed", "--deepspeed_config_file", str(ds), "--zero3_init_flag", "true"])
     records = _run([*cmd, str(SCRIPT), model, str(color_dir), str(tmp_path)], tmp_path, 2)
     assert all(r["zero3"] and r["world_size"] == 2 for r in records)
+
+
+@pytest.mark.parametrize("lora_r", [0, 8], ids=["full", "lora"])
+def test_fsdp2_colocate(tiny_model, color_dir, tmp_path, lora_r):
+    """FSDP2 (2 processes, every parameter sharded): each engine receives whole weights (merged adapters
+    for LoRA) and decodes as the trained model; accelerate's GPU-only gate for FSDP is lifted in these
+    workers (tests/helpers/cpu_fsdp)."""
+    from r1vision.trainer.distributed import FSDP2_FLAGS
+
+    model = tiny_model("qwen2_vl", **TINY)
+    cmd = [*_launch(2, list(FSDP2_FLAGS)), str(SCRIPT), model, str(color_dir), str(tmp_path), str(lora_r)]
+    path = os.pathsep.join([str(ROOT / "tests" / "helpers" / "cpu_fsdp"), os.environ.get("PYTHONPATH", "")])
+    records = _run(["env", f"PYTHONPATH={path}", *cmd], tmp_path, 2)
+    assert all(r["fsdp"] and r["world_size"] == 2 and r["lora"] == bool(lora_r) for r in records)
+    for r in records:
+        assert r["vllm_text"] == r["hf_text"], r

@@ -60,6 +60,7 @@ def main(model_path: str, data: str, out: str, lora_r: int, adapters: bool = Fal
         "rank": rank,
         "pid": os.getpid(),
         "zero3": zero3,
+        "fsdp": bool(trainer.vllm_generation._dist.is_fsdp),
         "engine": f"{type(trainer.vllm_generation.llm).__name__}@{id(trainer.vllm_generation.llm):x}",
         "lora": getattr(trainer.model, "peft_config", None) is not None,
         "gaps": gaps,
@@ -85,7 +86,10 @@ def main(model_path: str, data: str, out: str, lora_r: int, adapters: bool = Fal
 
 
 def _full(param: torch.Tensor, zero3: bool) -> torch.Tensor:
-    """The whole tensor (gathered under ZeRO-3), as a float32 copy."""
+    """The whole tensor (gathered under ZeRO-3 and FSDP2: collective, every rank in the same order), as a
+    float32 copy."""
+    if hasattr(param, "full_tensor"):  # an FSDP2 DTensor
+        return param.full_tensor().detach().float()
     if zero3 and hasattr(param, "ds_id"):
         import deepspeed
 

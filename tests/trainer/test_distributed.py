@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from r1vision.estimate import TrainSetup, estimate, load_model_config, shape_of
 from r1vision.trainer.distributed import LAYOUT_FILE, launch_command
 from tests.helpers.launch import launch_env, run_launched
 from tests.helpers.paths import ROOT
@@ -341,6 +342,11 @@ def test_fsdp2_sft_equals_ddp_and_resumes_from_its_sharded_checkpoint(setup):
     assert layout["distributed_type"] == "FSDP" and layout["fsdp_version"] == 2 and layout["world_size"] == 2
     for rank in layout["ranks"]:  # each rank holds half of every parameter
         assert rank["param_elements_local"] <= 0.5 * rank["param_elements_full"] + 1024, rank
+    # estimate-memory --fsdp2 counts what a rank holds (fp32 here: 4 B a weight), padding aside
+    est = estimate(shape_of(load_model_config(model)), TrainSetup(gpus=2, zero=0, fsdp=True, weight_bytes=4))
+    assert [r["param_elements_local"] for r in layout["ranks"]] == [
+        pytest.approx(est.weights / 4, abs=1024)
+    ] * 2
     shards = fsdp / "checkpoint-2" / "pytorch_model_fsdp_0"
     assert (shards / ".metadata").is_file() and len(list(shards.glob("*.distcp"))) == 2
     assert not (fsdp / "checkpoint-2" / "model.safetensors").exists()  # sharded, not gathered

@@ -24,7 +24,7 @@ from r1vision.suggest import closest
 
 FLAGS_FILE = Path(__file__).with_name("train_flags.json")
 # Flags the commands handle themselves, outside the dataclasses.
-_OWN = {"config", "dry_run", "num_processes", "accelerate_config", "help", "gpus", "card_gb", "zero"}
+_OWN = {"config", "dry_run", "num_processes", "accelerate_config", "help", "gpus", "card_gb", "zero", "fsdp2"}
 # Numbers that must be positive (> 0) or non-negative (>= 0); checked when given on the command line.
 _POSITIVE = {
     "num_generations", "per_device_train_batch_size", "gradient_accumulation_steps", "max_completion_length",

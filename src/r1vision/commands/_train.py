@@ -198,7 +198,7 @@ def launch_argv(kind: str, argv: Sequence[str]) -> list[str] | None:
 
 def planned_launch(argv: Sequence[str]) -> list[str]:
     """A dry run's command line: the launch flags become the plan it judges (``--num_processes N`` is
-    ``--gpus N``, a shipped ``--accelerate_config`` layout is ``--zero 0|2|3``) instead of starting processes."""
+    ``--gpus N``, a shipped ``--accelerate_config`` layout is ``--zero 0|2|3`` or ``--fsdp2``) instead of starting processes."""
     from r1vision.configs import flag_values
 
     values = flag_values(argv)
@@ -206,9 +206,10 @@ def planned_launch(argv: Sequence[str]) -> list[str]:
     if values.get("num_processes") and "gpus" not in values:
         out += ["--gpus", str(values["num_processes"])]
     layout = _LAYOUT_NAMES.get(str(values.get("accelerate_config")))
-    if layout and "zero" not in values:
-        # FSDP2 shards parameters, gradients and optimizer state as ZeRO-3 does: the same estimate
-        out += ["--zero", {"ddp": "0", "zero2": "2", "zero3": "3", "fsdp2": "3"}[layout]]
+    if layout == "fsdp2":
+        out += ["--fsdp2"]
+    elif layout and "zero" not in values:
+        out += ["--zero", {"ddp": "0", "zero2": "2", "zero3": "3"}[layout]]
     return out
 
 

@@ -30,6 +30,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="DeepSpeed ZeRO stage; 0: no DeepSpeed (one GPU or DDP, AdamW states in the load dtype)",
     )
     add(p, "--offload", action="store_true", help="offload optimizer (ZeRO-2) or it and weights (3)")
+    add(
+        p,
+        "--fsdp2",
+        action="store_true",
+        help="FSDP2 full shard instead of DeepSpeed (--accelerate_config fsdp2)",
+    )
     add(p, "--lora", minimum=0, type=int, default=0, metavar="R", help="LoRA rank (0: full fine-tuning)")
     add(p, "--freeze_vision", action="store_true")
     add(p, "--batch", minimum=1, type=int, default=4, help="per-device batch, in sequences")
@@ -122,13 +128,19 @@ def run(argv: Sequence[str]) -> int:
     a = build_parser().parse_args(argv)
     from r1vision.commands._args import UsageError
 
-    if a.offload and a.zero == 0:
+    if a.fsdp2 and a.offload:
+        raise UsageError(
+            "--fsdp2 --offload: the shipped fsdp2 layout does not offload; use --zero 3 --offload"
+        )
+    zero = 0 if a.fsdp2 else a.zero  # FSDP2 replaces DeepSpeed (its states are --zero 0's, sharded)
+    if a.offload and zero == 0:
         raise UsageError("--offload needs DeepSpeed: --zero 2 or 3 (--zero 0 is plain DDP)")
     from r1vision.estimate import TrainSetup, memory_report
 
     setup = TrainSetup(
         gpus=a.gpus,
-        zero=a.zero,
+        zero=zero,
+        fsdp=a.fsdp2,
         offload=a.offload,
         lora_r=a.lora,
         freeze_vision=a.freeze_vision,
