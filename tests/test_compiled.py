@@ -288,10 +288,12 @@ def test_relation_join_rejects_out_of_range_indices():
     one, zero = np.ones(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
     # one row: one predicted and one GT relation, both between object 0 and itself
     n, idx, q, ok, k = one, zero, np.ones(1) / 2, np.ones(1, bool), np.ones(1)
-    args = [n, idx, idx, idx, n, idx, idx, idx, n, idx, idx, idx, q, ok, k, k]  # fmt: skip
+    args = [n, idx, idx, idx, n, idx, idx, idx, n, idx, idx, idx, q, ok, k, k, k]  # fmt: skip
     assert compiled.relation_hits(*args) == [(0.25, 1.0)]
     # four predicates listed for the pair against one in the GT: a quarter of the credit
-    assert compiled.relation_hits(*args[:14], k * 4, k) == [(0.0625, 0.25)]
+    assert compiled.relation_hits(*args[:14], k * 4, k, k) == [(0.0625, 0.25)]
+    # the GT object has a third of the copies' credit: both ends are that object, so a ninth of it
+    assert compiled.relation_hits(*args[:16], k / 3) == [(0.25, 1 / 9)]
     huge = one * 2**62  # products of indices must not overflow past the checks
     for position, bad in ((1, one * 3), (5, one * 2), (9, one * 5), (10, one * 7), (1, huge), (8, huge)):
         broken = list(args)
@@ -301,7 +303,9 @@ def test_relation_join_rejects_out_of_range_indices():
     with pytest.raises(ValueError, match="quality"):
         compiled.relation_hits(*args[:12], np.zeros(3), *args[13:])
     with pytest.raises(ValueError, match="kp"):
-        compiled.relation_hits(*args[:14], np.zeros(3), k)
+        compiled.relation_hits(*args[:14], np.zeros(3), k, k)
+    with pytest.raises(ValueError, match="copies"):
+        compiled.relation_hits(*args[:16], np.zeros(3))
 
 
 @needs_compiled

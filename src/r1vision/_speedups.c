@@ -433,7 +433,7 @@ done:
 
 PyDoc_STRVAR(relation_hits_doc,
 "relation_hits(n_pred, ps, po, pcode, n_gt, rs, ro, gcode, g, gt_offsets, pair_begins, match, quality, ok,\n"
-"              kp, gm) -> list[tuple[float, float]]\n\n"
+"              kp, gm, copies) -> list[tuple[float, float]]\n\n"
 "batch_relations.relation_scores' join for a group of rows: per row, (soft sum, hard count) over its GT\n"
 "relations, in GT order. n_pred/n_gt: int64 relations per row; ps/po/pcode: int64 predicted subject and\n"
 "object indices (within the row) and predicate codes; rs/ro/gcode: the same for the GT relations; g:\n"
@@ -441,27 +441,29 @@ PyDoc_STRVAR(relation_hits_doc,
 "and ok (bool, pred-major object pairs); kp/gm: float64 distinct predicates on each predicted / GT\n"
 "relation's pair. A same-predicate candidate is worth min(1, gm[j] / kp[i]); soft adds the best worth of\n"
 "the candidates that join the GT relation's matched ends times quality[s] * quality[o]; hard adds the best\n"
-"worth of those that join two objects passing ``ok``.");
+"worth of those that join two objects passing ``ok`` times copies[s] * copies[o] (float64, indexed like\n"
+"quality: each GT object's share among predicted copies of it).");
 
 static PyObject *relation_hits(PyObject *self, PyObject *args) {
-    Py_buffer b[16];
+    Py_buffer b[17];
     memset(b, 0, sizeof(b));
     PyObject *result = NULL;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*:relation_hits", &b[0], &b[1], &b[2], &b[3],
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*:relation_hits", &b[0], &b[1], &b[2], &b[3],
                           &b[4], &b[5], &b[6], &b[7], &b[8], &b[9], &b[10], &b[11], &b[12], &b[13], &b[14],
-                          &b[15]))
+                          &b[15], &b[16]))
         return NULL;
     const Py_ssize_t L = sizeof(long long);
     const long long *n_pred = b[0].buf, *ps = b[1].buf, *po = b[2].buf, *pcode = b[3].buf;
     const long long *n_gt = b[4].buf, *rs = b[5].buf, *ro = b[6].buf, *gcode = b[7].buf;
     const long long *g = b[8].buf, *gt_off = b[9].buf, *pair_begin = b[10].buf, *match = b[11].buf;
-    const double *quality = b[12].buf, *kp = b[14].buf, *gm = b[15].buf;
+    const double *quality = b[12].buf, *kp = b[14].buf, *gm = b[15].buf, *copies = b[16].buf;
     const char *ok = b[13].buf;
     Py_ssize_t rows = b[0].len / L, total_p = 0, total_g = 0;
     Py_ssize_t n_match = b[11].len / L, n_ok = b[13].len;
     if (!check_len(&b[4], rows, L, "n_gt") || !check_len(&b[8], rows, L, "g") ||
         !check_len(&b[9], rows, L, "gt_offsets") || !check_len(&b[10], rows, L, "pair_begins") ||
-        !check_len(&b[12], n_match, sizeof(double), "quality"))
+        !check_len(&b[12], n_match, sizeof(double), "quality") ||
+        !check_len(&b[16], n_match, sizeof(double), "copies"))
         goto done;
     for (Py_ssize_t k = 0; k < rows; k++) {
         if (n_pred[k] < 0 || n_gt[k] < 0) {
@@ -510,7 +512,7 @@ static PyObject *relation_hits(PyObject *self, PyObject *args) {
                     best_hard = worth;
             }
             soft += best_soft * quality[off + rs[j]] * quality[off + ro[j]];
-            hard += best_hard;
+            hard += best_hard * copies[off + rs[j]] * copies[off + ro[j]];
         }
         PyObject *pair = Py_BuildValue("(dd)", soft, hard);
         if (pair == NULL) {
@@ -525,7 +527,7 @@ static PyObject *relation_hits(PyObject *self, PyObject *args) {
 bad_index:
     PyErr_SetString(PyExc_ValueError, "relation_hits: an index is out of range");
 done:
-    for (int i = 0; i < 16; i++)
+    for (int i = 0; i < 17; i++)
         if (b[i].obj) PyBuffer_Release(&b[i]);
     return result;
 }

@@ -118,6 +118,46 @@ def test_listing_every_predicate_for_a_pair_does_not_earn_full_credit(monkeypatc
         assert [round(b.edge, 12) for b in batched] == [round(1 / 50, 12), 1.0, 1.0]
 
 
+@pytest.mark.parametrize("pure_python", [False, True])
+def test_copies_of_an_object_share_its_edge_hard_credit(monkeypatch, pure_python):
+    """``edge_hard`` was gamed by repeating each object 50 times with one predicate per copy pair (0.909):
+    copies passing the label-and-IoU test for one GT object now share that object's credit, as predicates
+    share a pair's; two GT objects that overlap keep full credit. Per-row, batched and compiled agree."""
+    from r1vision import compiled
+    from r1vision.tasks.sgg.categories import load_vocabulary
+    from r1vision.tasks.sgg.scorer import SGGScorer
+
+    if pure_python:
+        monkeypatch.setattr(compiled, "relation_hits", None)
+    predicates = load_vocabulary("vg150").predicates
+    copies = [(f"man.{i}", [0, 0, 500, 500]) for i in range(1, 51)]
+    copies += [(f"horse.{i}", [500, 500, 1000, 1000]) for i in range(1, 51)]
+    spam = answer(copies, [(f"man.{i + 1}", p, f"horse.{i + 1}") for i, p in enumerate(predicates)])
+    one_copy = answer(copies[:1] + copies[50:51], [("man.1", "riding", "horse.1")])
+    twice = answer([*copies[:2], copies[50]], [("man.1", "riding", "horse.1")])  # the man listed twice
+    assert scores(spam)["edge_hard"] == pytest.approx(1 / 50 / 50)
+    assert scores(one_copy)["edge_hard"] == 1.0
+    assert scores(twice)["edge_hard"] == pytest.approx(0.5)
+    # two people standing together in the GT (IoU 0.6), both found: no copies, full credit
+    people = json.dumps(
+        [{"id": "man.1", "bbox": [0, 0, 50, 100]}, {"id": "man.2", "bbox": [0, 0, 50, 60]},
+         {"id": "horse.1", "bbox": [50, 100, 100, 200]}]
+    )  # fmt: skip
+    rels = json.dumps(
+        [{"subject": s, "predicate": "riding", "object": "horse.1"} for s in ("man.1", "man.2")]
+    )
+    both_cols = {**COLUMNS, "objects": [people], "relationships": [rels]}
+    both = answer(
+        [("man.1", [0, 0, 500, 500]), ("man.2", [0, 0, 500, 300]), ("horse.1", [500, 500, 1000, 1000])],
+        [("man.1", "riding", "horse.1"), ("man.2", "riding", "horse.1")],
+    )
+    assert scores(both, columns=both_cols)["edge_hard"] == 1.0
+    scorer = SGGScorer("qwen2_vl")
+    cols = [COLUMNS[k] * 3 for k in ("objects", "relationships", "original_image_sizes")]
+    batched = scorer.score_many([spam, one_copy, twice], *cols, [None] * 3)
+    assert [round(b.edge_hard, 12) for b in batched] == [round(1 / 2500, 12), 1.0, 0.5]
+
+
 def test_missing_object_and_relation():
     s = scores(answer([("man.1", [0, 0, 500, 500])]))
     assert s["node"] == pytest.approx(0.5) and s["box"] == pytest.approx(0.5)

@@ -26,7 +26,7 @@ from scipy.optimize import linear_sum_assignment
 from r1vision import compiled
 from r1vision.tasks.common import unit as _unit
 from r1vision.tasks.sgg.batch_relations import relation_scores, sequential_sums
-from r1vision.tasks.sgg.ground_truth import RowTruth, head_key, lookup
+from r1vision.tasks.sgg.ground_truth import RowTruth, copy_shares, head_key, lookup
 from r1vision.tasks.sgg.labels import normalize_object
 from r1vision.tasks.sgg.scores import GraphScores
 
@@ -124,6 +124,7 @@ def batch_scores(scorer: SGGScorer, rows: list[tuple[int, ParseResult, Any]]) ->
     begins = [b for m in parts for b in m.begins]
     match, quality = np.concatenate([m.match for m in parts]), np.concatenate([m.quality for m in parts])
     ok = np.concatenate([m.ok for m in parts])
+    copies = np.concatenate([m.copies for m in parts])
     soft_hard: dict[int, tuple[float, float]] = {}
     for group in _relation_groups(items):
         edges = relation_scores(
@@ -135,6 +136,7 @@ def batch_scores(scorer: SGGScorer, rows: list[tuple[int, ParseResult, Any]]) ->
             match,
             quality,
             ok,
+            copies,
         )
         soft_hard.update(zip(group, edges, strict=True))
     out: dict[int, GraphScores] = {}
@@ -266,6 +268,7 @@ class _Matched(NamedTuple):
     match: np.ndarray
     quality: np.ndarray
     ok: np.ndarray
+    copies: np.ndarray  # per GT object, edge_hard's share among copies (ground_truth.copy_shares)
     offsets: list[int]  # where each row's GT objects start in ``match``/``quality``
     begins: list[int]  # where each row's object pairs start in ``ok``
 
@@ -298,12 +301,37 @@ def _chunk_matching(scorer: SGGScorer, items: list[_Item]) -> _Matched:
     match[slots] = r
     quality = np.zeros(goff)
     quality[slots] = sim * term
+    ok = (pairs.iou >= scorer.iou_threshold) & pairs.same
     return _Matched(
         sequential_sums(sim, lengths).tolist(),
         sequential_sums(term, lengths).tolist(),
         match,
         quality,
-        (pairs.iou >= scorer.iou_threshold) & pairs.same,
+        ok,
+        _copy_shares(ok, items, pairs.begins, offsets, goff),
         offsets,
         pairs.begins,
     )
+
+
+def _copy_shares(
+    ok: np.ndarray, items: list[_Item], begins: list[int], offsets: list[int], n_gt: int
+) -> np.ndarray:
+    """:func:`copy_shares` of every row of a chunk, indexed like ``match``: the passing predicted objects per
+    GT object are counted for the whole chunk at once; only rows where some GT object has several are
+    looked at one by one."""
+    out = np.ones(n_gt)
+    if not ok.any():
+        return out
+    g = np.array([it.g for it in items], dtype=np.int64)
+    cells = np.array([it.p for it in items], dtype=np.int64) * g
+    local = np.arange(len(ok)) - np.repeat(np.array(begins, dtype=np.int64), cells)  # blocks are contiguous
+    slot = local % np.repeat(g, cells) + np.repeat(np.array(offsets, dtype=np.int64), cells)
+    k = np.bincount(slot[ok], minlength=n_gt)
+    if k.max() <= 1:
+        return out
+    row_of = np.repeat(np.arange(len(items)), g)
+    for r in np.unique(row_of[k > 1]).tolist():
+        it, begin, off = items[r], begins[r], offsets[r]
+        out[off : off + it.g] = copy_shares(ok[begin : begin + it.p * it.g].reshape(it.p, it.g))
+    return out

@@ -52,12 +52,14 @@ def relation_scores(
     match: np.ndarray,
     quality: np.ndarray,
     ok: np.ndarray,
+    copies: np.ndarray,
 ) -> list[tuple[float, float]]:
     """(soft sum, hard count) of each row; rows need relations on both sides and known GT relations.
 
     ``match``/``quality`` map each GT object of the chunk (row ``k``'s start at ``gt_offsets[k]``) to
     its matched predicted object (-1: none) and that match's quality; ``ok`` is the hard condition of
-    every (predicted, GT) object pair, pred-major, row ``k``'s block starting at ``pair_begins[k]``.
+    every (predicted, GT) object pair, pred-major, row ``k``'s block starting at ``pair_begins[k]``;
+    ``copies`` (indexed like ``quality``) each GT object's hard-credit share among predicted copies.
     """
     if not graphs:
         return []
@@ -111,6 +113,7 @@ def relation_scores(
             as64(ok, dtype=np.bool_),
             as64(kp, dtype=np.float64),
             as64(gm, dtype=np.float64),
+            as64(copies, dtype=np.float64),
         )
     offset = np.repeat(np.array(gt_offsets, dtype=np.int64), n_gt)
     qs, qo = quality[rs + offset], quality[ro + offset]
@@ -138,6 +141,7 @@ def relation_scores(
     hard_hit = ok[begin + pi * g + rs[jj]] & ok[begin + qi * g + ro[jj]]
     hard = np.zeros(len(gkey))
     np.maximum.at(hard, jj[hard_hit], share[hard_hit])
+    hard = hard * copies[rs + offset] * copies[ro + offset]  # copies of one object share its credit
 
     # the reference adds best * q(subject) * q(object) for the hits only; a miss adds an exact 0.0 here
     soft = sequential_sums(best * qs * qo, n_gt).tolist()

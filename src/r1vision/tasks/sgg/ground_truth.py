@@ -83,6 +83,22 @@ def pair_label_counts(
     return out
 
 
+def copy_shares(ok: np.ndarray) -> np.ndarray:
+    """Per GT object, the share of ``edge_hard`` credit a relation end gets when several predicted objects pass
+    the label-and-IoU test ``ok`` (P x G) for it: ``min(1, m / k)``, ``k`` the predicted objects that pass for
+    it, ``m`` the GT objects those stand for (itself included). Copies of one object share its credit, as
+    several predicates on one pair share the pair's (:func:`pair_label_counts`); distinct GT objects that
+    overlap keep full credit."""
+    k = ok.sum(axis=0)
+    out = np.ones(ok.shape[1])
+    several = np.flatnonzero(k > 1)
+    if len(several):  # rare in honest answers: the G x G reach is built only for these columns
+        okf = ok.astype(np.float64)
+        m = (okf[:, several].T @ okf > 0).sum(axis=1)
+        out[several] = np.minimum(1.0, m / k[several])
+    return out
+
+
 @lru_cache(maxsize=65536)
 def predicate_key(label: str) -> str:
     """The label-table key of a predicate (``"\\0"`` + its normalised form)."""

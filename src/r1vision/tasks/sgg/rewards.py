@@ -11,7 +11,8 @@ All rewards lie in [0, 1] (group normalisation, when enabled, changes that; see 
 - ``edge``: soft recall; a GT relation scores ``sim(predicate) · q(subject) · q(object)`` for the best
   predicted relation between the matched objects, ``q = label_sim · (IoU + exp(-L1)) / 2``.
 - ``edge_hard``: share of GT relations for which some predicted relation has the same predicate and
-  categories (after normalisation) with both IoUs >= 0.5.
+  categories (after normalisation) with both IoUs >= 0.5; predicted copies of one object share its credit
+  (:func:`~r1vision.tasks.sgg.ground_truth.copy_shares`).
 
 Ground truth is converted to the model frame with :meth:`BoxFrame.to_model` — the function that writes
 SFT targets — using the ``image_sizes`` / ``original_image_sizes`` columns the trainer adds.

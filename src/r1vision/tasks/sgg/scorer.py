@@ -30,6 +30,7 @@ from r1vision.tasks.sgg.boxes import BoxFrame, box_frame
 from r1vision.tasks.sgg.ground_truth import (
     RowTruth,
     convert_rows,
+    copy_shares,
     head_key,
     lookup,
     pair_label_counts,
@@ -369,8 +370,10 @@ class SGGScorer:
         names = lookup(self._labels, pred_norm)
         ok = (iou_m >= self.iou_threshold) & (names[:, None] == gt.name_codes[None, :])
         hit = same_p & ok[ps[:, None], gt.rel_s] & ok[po[:, None], gt.rel_o]
+        copies = copy_shares(ok)  # copies of one object share its credit (1.0 each without copies)
+        worth = np.where(hit, share, 0.0).max(axis=0) * copies[gt.rel_s] * copies[gt.rel_o]
         hard = 0.0
-        for v in np.where(hit, share, 0.0).max(axis=0).tolist():  # added in order, as the batched paths do
+        for v in worth.tolist():  # added in order, as the batched paths do
             hard += v
         n_rel = gt.n_rel
         return GraphScores(_unit(node), _unit(box), _unit(soft / n_rel), _unit(hard / n_rel))
