@@ -31,7 +31,8 @@ def usage() -> str:
     for group, rows in by_group.items():
         if rows:
             lines += [f"{group}:", *rows, ""]
-    lines.append("r1vision --version prints the version.")
+    lines.append("Every command also takes --allow_external_paths: dataset rows may name files outside their")
+    lines.append("dataset folder (refused otherwise, naming the row). r1vision --version prints the version.")
     return "\n".join(lines)
 
 
@@ -71,6 +72,27 @@ def _quiet_deepspeed_on_cpu() -> None:
         os.environ["DS_ACCELERATOR"] = "cpu"
 
 
+def _global_flags(argv: list[str]) -> list[str]:
+    """Take the options every command accepts off ``argv``; they act through the environment, so the
+    processes a command launches inherit them. ``--allow_external_paths [true|false]``: dataset rows may
+    name files outside their dataset folder (see ``tasks.loading.dataset_path``)."""
+    from r1vision.tasks.loading import EXTERNAL_PATHS_ENV
+
+    out, i = [], 0
+    while i < len(argv):
+        arg = argv[i]
+        name, eq, value = arg.partition("=")
+        if name != "--allow_external_paths":
+            out.append(arg)
+            i += 1
+            continue
+        if not eq and i + 1 < len(argv) and argv[i + 1].lower() in ("true", "false", "1", "0", "yes", "no"):
+            value, i = argv[i + 1], i + 1
+        os.environ[EXTERNAL_PATHS_ENV] = "0" if value.lower() in ("false", "0", "no") else "1"
+        i += 1
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``r1vision`` console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -90,6 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         hint = f"; did you mean {close!r}?" if close else ""
         print(f"r1vision: unknown command {command!r}{hint} (r1vision --help lists them)", file=sys.stderr)
         return 2
+    rest = _global_flags(rest)
     errors = _bad_input_errors()
     _quiet_deepspeed_on_cpu()
     from r1vision.parent_watch import launched, watch_parent

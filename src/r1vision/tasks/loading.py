@@ -254,26 +254,40 @@ def read_json_lines(where: Located) -> list[dict[str, Any]] | None:
     return rows
 
 
-def _absolute_path(value: Any, root: Path, row: int | None = None) -> Any:
-    """A local image path (or a list of them) made absolute relative to ``root``; other values as they are.
+# Set (to 1) by ``--allow_external_paths`` on any command (r1vision.cli), so launched workers inherit it.
+EXTERNAL_PATHS_ENV = "R1VISION_ALLOW_EXTERNAL_PATHS"
 
-    A relative path that climbs out of the dataset folder (``../../home/me/.ssh/x.png``) is refused, naming
-    the row: a dataset's rows name files of the dataset (absolute paths for images kept elsewhere). The
-    check is on where the path is written, not where a link points: ``images/`` may be a symlink into a
-    shared store (a common cluster layout)."""
+
+def external_paths_allowed() -> bool:
+    """Whether dataset rows may name files outside their dataset folder (``--allow_external_paths``)."""
+    return os.environ.get(EXTERNAL_PATHS_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def dataset_path(value: str, root: Path | str, where: str = "") -> str:
+    """A file path written in a dataset row, absolute, checked against the one rule for data paths.
+
+    Relative paths are relative to ``root`` (the dataset folder). A path that leaves the folder, relative
+    (``../../home/me/.ssh/x.png``) or absolute (``/etc/...``), is refused naming ``where`` (the row and
+    field) unless the user opted in with ``--allow_external_paths``: a dataset's rows name files of the
+    dataset. The check is on where the path is written, not where a link points: ``images/`` may be a
+    symlink into a shared store (a common cluster layout)."""
+    base = Path(os.path.normpath(os.path.abspath(Path(root).expanduser())))
+    p = Path(value).expanduser()
+    resolved = Path(os.path.normpath(p if p.is_absolute() else base / p))  # ".." folded; links not followed
+    if resolved != base and base not in resolved.parents and not external_paths_allowed():
+        kind = "absolute path" if p.is_absolute() else "path"
+        raise DatasetLoadError(
+            f"{where + ' ' if where else ''}{kind} {value!r} leads outside the dataset folder {base}; keep the "
+            "files inside it, or pass --allow_external_paths to read files anywhere"
+        )
+    return str(resolved)
+
+
+def _absolute_path(value: Any, root: Path, row: int | None = None) -> Any:
+    """A local image path (or a list of them) made absolute relative to ``root`` under :func:`dataset_path`'s
+    rule; URLs, data URIs and other values as they are."""
     if isinstance(value, str) and value and not value.startswith(("data:", "http://", "https://")):
-        p = Path(value)
-        if p.is_absolute():
-            return str(p)
-        base = Path(os.path.normpath(os.path.abspath(root)))
-        resolved = Path(os.path.normpath(base / p))  # ".." folded as written; symlinks not followed
-        if resolved != base and base not in resolved.parents:
-            where = f"row {row}: " if row is not None else ""
-            raise DatasetLoadError(
-                f"{where}image path {value!r} leads outside the dataset folder {base}; name images kept "
-                "elsewhere by their absolute path"
-            )
-        return str(resolved)
+        return dataset_path(value, root, f"row {row}: image" if row is not None else "image")
     if isinstance(value, list):
         return [_absolute_path(v, root, row) for v in value]
     return value

@@ -181,7 +181,7 @@ def test_json_lines_fast_path_reads_what_datasets_reads(tmp_path):
 
     lines = [
         {"image_id": "a", "image": "imgs/a.jpg", "objects": "[]", "relationships": "[]", "extra": 1},
-        {"image_id": "b", "image": "/abs/b.jpg", "objects": "[]", "relationships": "[]"},
+        {"image_id": "b", "image": str(tmp_path / "imgs" / "b.jpg"), "objects": "[]", "relationships": "[]"},
     ]
     path = tmp_path / "val.jsonl"
     path.write_text("".join(_json.dumps(r) + "\n" for r in lines) + "\n")

@@ -15,7 +15,7 @@ from typing import Any
 
 from r1vision.tasks.geometry.extract import extract_final_answer
 from r1vision.tasks.geometry.prompts import DEFAULT_INSTRUCTION, IMAGE_PLACEHOLDER, build_prompt
-from r1vision.tasks.loading import DatasetLoadError, data_files, load_rows
+from r1vision.tasks.loading import DatasetLoadError, data_files, dataset_path, load_rows
 
 __all__ = [
     "DEFAULT_INSTRUCTION",
@@ -84,8 +84,8 @@ def _images_of(row: Mapping[str, Any], where: str, root: Path | None, check: boo
             if not img.strip():
                 raise GeometryDataError(f"{label} is an empty path")
             path = Path(img)
-            if root is not None and not path.is_absolute():
-                path = (root / path).resolve()
+            if root is not None:  # the one rule for data paths: inside the dataset folder unless opted out
+                path = Path(dataset_path(img, root, label))
             if check and root is not None and not path.is_file():
                 raise GeometryDataError(f"{label}: image file not found: {path}")
             images.append(str(path))

@@ -14,7 +14,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from r1vision.tasks.loading import DatasetLoadError, load_rows, locate
+from r1vision.tasks.loading import DatasetLoadError, dataset_path, load_rows, locate
 from r1vision.tasks.sgg.boxes import box_frame
 from r1vision.tasks.sgg.categories import Vocabulary
 from r1vision.tasks.sgg.prompts import build_messages, build_prompt, format_answer, r1sgg_prompt
@@ -111,9 +111,7 @@ def image_size(value: Any, root: Path | None = None) -> tuple[int, int]:
         with PILImage.open(io.BytesIO(value)) as im:
             return im.size
     if isinstance(value, (str, Path)):
-        p = Path(value)
-        if not p.is_absolute() and root is not None:
-            p = root / p
+        p = Path(value) if root is None else Path(dataset_path(str(value), root))  # the one data-path rule
         with PILImage.open(p) as im:
             return im.size
     raise ValueError(f"cannot read an image size from {type(value).__name__}")

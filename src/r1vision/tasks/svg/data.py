@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from r1vision.tasks.loading import DatasetLoadError, load_rows
+from r1vision.tasks.loading import DatasetLoadError, dataset_path, load_rows
 from r1vision.tasks.svg.prompts import PROMPT
 
 VFIG_COLUMNS = ("prompt", "response")
@@ -77,10 +77,9 @@ def _image_value(value: Any, root: Path | None, where: str) -> Any:
             return value
         value = value.get("image") or value.get("path")
     if isinstance(value, str):
-        p = Path(value).expanduser()
-        if not p.is_absolute() and root is not None:
-            p = root / p
-        return str(p)
+        if root is not None:  # the one rule for data paths: inside the dataset folder unless opted out
+            return dataset_path(value, root, where)
+        return str(Path(value).expanduser())
     if value is None:
         raise DatasetLoadError(f"{where}: missing image")
     return value
