@@ -226,6 +226,36 @@ def test_hostile_rewards_are_zero_and_counted(pool, secrets, canary):
     assert hits == []
 
 
+def test_a_ground_truth_with_external_references_renders_without_fetching_them(pool, secrets, canary):
+    """Ground-truth SVGs are data: their file://, http:// images, external entities and CSS @import are
+    dropped, nothing is fetched, and the rest of the figure (a black square on white) still renders."""
+    host, hits = canary
+    s = secrets
+    square = (
+        '<rect width="64" height="64" fill="white"/><rect x="8" y="8" width="24" height="24" fill="black"/>'
+    )
+    refs = {
+        "file": f'<image href="file://{s}/secret.png" x="40" y="40" width="16" height="16"/>',
+        "http": f'<image xlink:href="http://{host}/img.png" x="40" y="40" width="16" height="16"/>',
+        "import": f'<style>@import url("http://{host}/a.css"); rect {{ fill: red }}</style>',
+        "css_url": f'<rect x="40" y="40" width="16" height="16" style="fill: url(http://{host}/p)"/>',
+    }
+    cases = {name: f'<svg {SVG_NS} width="64" height="64">{square}{ref}</svg>' for name, ref in refs.items()}
+    cases["entity"] = (
+        f'<!DOCTYPE svg [<!ENTITY a SYSTEM "file://{s}/secret.txt">]>'
+        f'<svg {SVG_NS} width="64" height="64">{square}<text x="40" y="50">&a;</text></svg>'
+    )
+    scorer = SVGScorer(RewardConfig(size=64, timeout_s=5.0), pool)
+    for name, svg in cases.items():
+        assert not sanitize(svg).ok, name  # as model output each would be refused
+        image, _ = scorer.ground_truth(None, svg)
+        assert image is not None, name
+        assert image[16, 16].max() < 60 and image[4, 4].min() > 200, (name, image[16, 16], image[4, 4])
+        red = (image[..., 0] > 150) & (image[..., 1] < 100)
+        assert not red.any(), name  # neither the secret PNG nor the imported style drew anything
+    assert hits == []
+
+
 def test_timeout_kills_worker_and_pool_recovers(pool):
     points = " ".join(f"L{(i * 37) % 500} {(i * 91) % 500}" for i in range(2000))
     slow = (

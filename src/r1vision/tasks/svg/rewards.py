@@ -39,6 +39,7 @@ from ..base import RewardSpec
 from ..common import finite as _finite
 from .extract import completion_text, find_svg
 from .render import RenderPool, default_pool
+from .sanitize import strip_external
 from .score import RewardConfig, compare  # noqa: F401  (compare: public API, re-exported)
 
 TERMS = ("valid", "pixel", "ssim", "edge", "colour", "length")
@@ -184,9 +185,10 @@ class SVGScorer:
             with self._lock:
                 if cache_key in self._gt:
                     return self._gt[cache_key], key
-            # Ground-truth SVGs are data, not model text, but they still render in the sandbox.
+            # Ground-truth SVGs are data, not model text, but they still render in the sandbox, and what they
+            # would fetch (file://, http://, entities, @import) is dropped first so the rest still renders.
             w, h = _svg_aspect_size(svg, self.config.size)
-            result = self.pool.render(svg, w, h, timeout_s=self.config.timeout_s)
+            result = self.pool.render(strip_external(svg), w, h, timeout_s=self.config.timeout_s)
             return self._remember(cache_key, result.image if result.ok else None), key
         return None, ""
 

@@ -346,3 +346,49 @@ def sanitize(text: str, limits: SanitizeLimits | None = None) -> Sanitized:
         return Sanitized(svg)
     except Exception as exc:  # model text must never raise
         return Sanitized(None, PARSE_ERROR, f"{type(exc).__name__}: {str(exc)[:120]}")
+
+
+_DOCTYPE_BLOCK = re.compile(r"<!DOCTYPE[^\[>]*(?:\[[^\]]*\])?\s*>", re.IGNORECASE)
+_ENTITY_REF = re.compile(r"&(?!(?:amp|lt|gt|quot|apos|#\d+|#x[0-9a-fA-F]+);)[\w.:-]+;")
+
+
+def strip_external(svg: str) -> str:
+    """A ground-truth SVG without what it would fetch: the DOCTYPE and its entities, ``href``/``src`` that are
+    not ``#fragment`` or ``data:``, ``xml:base``, and CSS (attributes, ``<style>``) that imports or points
+    outside. Ground truths are data, not model text: the rest of the figure should still render (in the
+    sandbox, which refuses whatever this leaves unsafe). Returns ``svg`` unchanged when it does not parse."""
+    text = _ENTITY_REF.sub("", _DOCTYPE_BLOCK.sub("", svg))
+    try:
+        root = SafeET.fromstring(text, forbid_dtd=True, forbid_entities=True, forbid_external=True)
+    except Exception:  # left to the sandbox's own refusal
+        return svg
+    drop = []  # elements that only show what they fetch, removed whole: an <image> left without its href
+    for parent in root.iter():  # would still make the renderer resolve the document's own base URL
+        for el in parent:
+            if isinstance(el.tag, str) and _local(el.tag) in ("image", "use", "feImage"):
+                refs = [v for k, v in el.attrib.items() if _local(k) in ("href", "src")]
+                if any(not _safe_reference(v) for v in refs):
+                    drop.append((parent, el))
+    for parent, el in drop:
+        parent.remove(el)
+    for el in root.iter():
+        tag = _local(el.tag) if isinstance(el.tag, str) else ""
+        for name, value in list(el.attrib.items()):
+            local = _local(name)
+            external = local in ("href", "src") and tag != "a" and not _safe_reference(value)
+            base = name == "{http://www.w3.org/XML/1998/namespace}base" or local == "base"
+            styled = local == "style" or "url(" in value.lower() or "@import" in value.lower()
+            if external or base or (styled and _check_css(value)):
+                del el.attrib[name]
+        if tag == "style" and _check_css("".join(el.itertext())):
+            el.text = ""
+            for child in list(el):
+                el.remove(child)
+    import xml.etree.ElementTree as ET  # serialising only: parsing above went through defusedxml
+
+    ET.register_namespace("", "http://www.w3.org/2000/svg")
+    ET.register_namespace("xlink", "http://www.w3.org/1999/xlink")
+    try:
+        return ET.tostring(root, encoding="unicode")
+    except Exception:  # an odd tree the serialiser rejects: the sandbox judges the original
+        return svg
