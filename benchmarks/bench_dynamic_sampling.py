@@ -1,7 +1,8 @@
 """Dynamic sampling on the scene-graph demo: GRPO steps and wall time to a fixed OOD relation recall, with and
 without ``dynamic_sampling``, from the same SFT checkpoint, over several seeds.
 
-Per seed: the demo's data, model and SFT stage (``r1vision demo``'s defaults), then GRPO twice from that
+Per seed: the demo's data, model and SFT stage (``r1vision demo``'s defaults; ``--sft-from DIR`` reuses an
+earlier seed's data and SFT checkpoint, so only GRPO varies with the seed), then GRPO twice from that
 checkpoint (the two arms alternate which goes first from seed to seed), each saving a snapshot every
 ``--every`` steps; afterwards every snapshot is scored on the OOD split (greedy, as the demo scores).
 The target is fixed before GRPO runs: the SFT checkpoint's OOD relation recall + ``--gain`` points. For each
@@ -63,21 +64,34 @@ def _metric_means(out: Path, key: str) -> float:
     return float(np.mean(values)) if values else float("nan")
 
 
-def run_seed(seed: int, root: Path, cfg: DemoConfig, every: int, gain: float) -> dict:
+def run_seed(
+    seed: int, root: Path, cfg: DemoConfig, every: int, gain: float, sft_from: Path | None = None
+) -> dict:
+    """One seed: data, SFT and both GRPO arms; with ``sft_from`` (an earlier seed's folder) its data and SFT
+    checkpoint are reused and only GRPO runs with this seed."""
     task = SGGDemo(cfg)
-    data = task.make_data(root / "data", seed)
-    sft_rows = task.rows(data, "train")
-    base = arms.build_model(cfg, data, seed, rows=sft_rows)
-    sft = arms.train_sft("sft", base, data, root / "sft", cfg, seed, cfg.sft_steps, cfg.sft_lr, quiet=True,
-                         rows=sft_rows)  # fmt: skip
-    sft_ood = task.evaluate(sft.model_dir, data, "test_ood", root / "pred" / "sft")[HEADLINE]
+    if sft_from is not None:
+        data, sft_dir = sft_from / "data", str(sft_from / "sft")
+    else:
+        data = task.make_data(root / "data", seed)
+        sft_rows = task.rows(data, "train")
+        base = arms.build_model(cfg, data, seed, rows=sft_rows)
+        sft_dir = arms.train_sft("sft", base, data, root / "sft", cfg, seed, cfg.sft_steps, cfg.sft_lr,
+                                 quiet=True, rows=sft_rows).model_dir  # fmt: skip
+    sft_ood = task.evaluate(sft_dir, data, "test_ood", root / "pred" / "sft")[HEADLINE]
     target = sft_ood + gain / 100
-    result: dict = {"seed": seed, "sft_ood": sft_ood, "target": target, "arms": {}}
+    result: dict = {
+        "seed": seed,
+        "sft_ood": sft_ood,
+        "target": target,
+        "arms": {},
+        "sft_from": str(sft_from or ""),
+    }
     order = list(ARMS) if seed % 2 == 0 else list(reversed(ARMS))
     for name in order:
         snaps = Snapshots(root / f"{name}_snapshots", every)
         out = root / name
-        stage = arms.train_grpo(sft.model_dir, data, out, cfg, seed, quiet=True, overrides=ARMS[name],
+        stage = arms.train_grpo(sft_dir, data, out, cfg, seed, quiet=True, overrides=ARMS[name],
                                 callbacks=[snaps])  # fmt: skip
         curve = {}
         for step in sorted(snaps.times):
@@ -123,13 +137,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--quick", action="store_true", help="the smoke-run demo (checks the benchmark only)")
     p.add_argument("--out", default="bench_dynamic_sampling_out")
+    p.add_argument(
+        "--sft-from",
+        default=None,
+        help="a seed folder of an earlier run: reuse its data and SFT, run GRPO only",
+    )
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     cfg = DemoConfig.quick() if a.quick else DemoConfig()
     every = 1 if a.quick else a.every
     before = describe()
     runs = [
-        run_seed(s, Path(a.out) / f"seed{s}", cfg, every, a.gain) for s in range(a.seed, a.seed + a.seeds)
+        run_seed(s, Path(a.out) / f"seed{s}", cfg, every, a.gain, Path(a.sft_from) if a.sft_from else None)
+        for s in range(a.seed, a.seed + a.seeds)
     ]
     lines = [f"machine: {before} (before) / {describe()} (after); torch threads {a.threads}", ""]
     lines += ["| arm | GRPO steps to target | GRPO seconds to target | final OOD recall (%) | flat groups generated "

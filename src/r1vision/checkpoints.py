@@ -114,3 +114,52 @@ def disk_errors_named(folder: str | os.PathLike, what: str) -> Iterator[None]:
             f"No space left on device while saving {what} in {target} ({free:.0f} MiB free): free space, then "
             "resume with --resume_from_checkpoint last",
         ) from exc
+
+
+LAYOUT_FILE = "r1vision_layout.json"  # in each checkpoint folder: the layout that wrote it
+
+
+def layout_change_problem(checkpoint: str, now: dict) -> str | None:
+    """Why resuming ``checkpoint`` with layout ``now`` (``world_size``, ``per_device_train_batch_size``,
+    ``gradient_accumulation_steps``, ``zero_stage``, ``fsdp``) would not continue the same run, or None.
+
+    The samplers draw global batches from the seed, and accelerate splits each global batch over the
+    processes, so any process count with the same global batch continues the same data order; another
+    global batch does not (refused unless ``allow_layout_change``). ZeRO and FSDP checkpoints hold one
+    optimizer shard per process and resume on the same count only. A checkpoint without the file (written
+    before it existed) is judged by its per-process RNG files."""
+    try:
+        with open(os.path.join(checkpoint, LAYOUT_FILE)) as f:
+            then = json.load(f)
+    except (OSError, ValueError):
+        rng = (
+            [n for n in os.listdir(checkpoint) if n.startswith("rng_state")]
+            if os.path.isdir(checkpoint)
+            else []
+        )
+        if not rng:
+            return None
+        then = {"world_size": max(1, sum(n.startswith("rng_state_") for n in rng))}
+    world, was = int(now.get("world_size", 1)), int(then.get("world_size", 1))
+    sharded = then.get("zero_stage") or then.get("fsdp")
+    if sharded and world != was:
+        kind = f"ZeRO-{then['zero_stage']}" if then.get("zero_stage") else "FSDP"
+        return (
+            f"{checkpoint} is a {kind} checkpoint of {was} processes (one optimizer shard each); resume it on "
+            f"{was} processes (--num_processes {was}), not {world}"
+        )
+    keys = ("per_device_train_batch_size", "gradient_accumulation_steps")
+    if (
+        world == was and all(then.get(k, now.get(k)) == now.get(k) for k in keys)
+    ) or "global_batch" not in then:
+        return None
+    global_now = world * int(now["per_device_train_batch_size"]) * int(now["gradient_accumulation_steps"])
+    if global_now == int(then["global_batch"]):
+        return None
+    return (
+        f"{checkpoint} was trained with a global batch of {then['global_batch']} ({was} processes x "
+        f"{then['per_device_train_batch_size']} x {then['gradient_accumulation_steps']} accumulation), this run "
+        f"has {global_now} ({world} x {now['per_device_train_batch_size']} x {now['gradient_accumulation_steps']}); "
+        "set --per_device_train_batch_size / --gradient_accumulation_steps so they match (the same data order "
+        "follows), or pass --allow_layout_change true to continue with other batches"
+    )

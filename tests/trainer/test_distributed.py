@@ -417,3 +417,91 @@ def test_fsdp2_launch_flags_and_refusals(monkeypatch):
     monkeypatch.delenv("ACCELERATE_USE_FSDP")
     with pytest.raises(UsageError, match="not supported by t2i-grpo"):
         train("t2i-grpo", ["--config", "t2i_smoke", "--accelerate_config", "fsdp2"])
+
+
+# ------------------------------------------------------------------------------ resume across layouts
+def _losses(out: Path) -> dict[str, float]:
+    with open(out / "metrics.csv") as f:
+        return {r["step"]: float(r["loss"]) for r in csv.DictReader(f) if r.get("loss")}
+
+
+@pytest.mark.slow
+def test_a_checkpoint_resumes_on_another_process_count_with_the_same_global_batch(setup):
+    """A DDP run checkpointed on 2 processes continues on 1 (per-device batch doubled) exactly as it would
+    have on 2, and a 1-process run continues on 2: the samplers draw global batches and accelerate splits
+    them, so the same global batch gives the same data order. Another global batch is refused in one line
+    (exit 2) unless --allow_layout_change."""
+    import sys
+
+    root, model = setup
+    args = lambda out, per_device, *extra: _sft_args(  # noqa: E731
+        model,
+        root / "data",
+        out,
+        "--max_steps",
+        "4",
+        "--per_device_train_batch_size",
+        str(per_device),
+        *extra,
+    )
+    one = [sys.executable, "-m", "r1vision.cli"]
+    for first, then in ((2, 1), (1, 2)):
+        whole, resumed = root / f"lay_{first}", root / f"lay_{first}_on_{then}"
+        cmd = args(whole, 4 // first, "--save_strategy", "steps", "--save_steps", "2")
+        _run(launch_command("ddp", 2, cmd) if first == 2 else [*one, *cmd], root)
+        ckpt = whole / "checkpoint-2"
+        assert json.loads((ckpt / "r1vision_layout.json").read_text())["global_batch"] == 4
+        cmd = args(resumed, 4 // then, "--save_strategy", "no", "--resume_from_checkpoint", str(ckpt))
+        _run(launch_command("ddp", 2, cmd) if then == 2 else [*one, *cmd], root)
+        want, got = _losses(whole), _losses(resumed)
+        assert sorted(got) == ["3", "4"] and [got[s] for s in "34"] == pytest.approx(
+            [want[s] for s in "34"], abs=1e-5
+        )
+        _same_weights(whole / "model.safetensors", resumed / "model.safetensors")
+
+    other = args(
+        root / "lay_other",
+        2,
+        "--save_strategy",
+        "no",
+        "--resume_from_checkpoint",
+        str(root / "lay_2" / "checkpoint-2"),
+    )
+    proc = subprocess.run(
+        [*one, *other], cwd=root, env=launch_env(), capture_output=True, text=True, timeout=900
+    )
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    line = [x for x in proc.stderr.splitlines() if "error:" in x]
+    assert len(line) == 1 and "global batch of 4 (2 processes x 2 x 1 accumulation)" in line[0], proc.stderr[
+        -3000:
+    ]
+    assert "this run has 2 (1 x 2 x 1)" in line[0] and "--allow_layout_change" in line[0]
+    _run([*one, *other, "--allow_layout_change", "true"], root)
+    assert _steps(root / "lay_other")[-1] == "4"
+
+
+def test_a_sharded_checkpoint_resumes_on_its_own_process_count_only(tmp_path):
+    from r1vision.checkpoints import layout_change_problem
+
+    ckpt = tmp_path / "checkpoint-2"
+    ckpt.mkdir()
+    then = {
+        "world_size": 2,
+        "per_device_train_batch_size": 2,
+        "gradient_accumulation_steps": 1,
+        "global_batch": 4,
+    }
+    now = {"world_size": 1, "per_device_train_batch_size": 4, "gradient_accumulation_steps": 1}
+    (ckpt / "r1vision_layout.json").write_text(json.dumps({**then, "zero_stage": 2, "fsdp": False}))
+    assert "ZeRO-2 checkpoint of 2 processes" in layout_change_problem(str(ckpt), now)
+    assert (
+        layout_change_problem(str(ckpt), {**now, "world_size": 2, "per_device_train_batch_size": 2}) is None
+    )
+    (ckpt / "r1vision_layout.json").write_text(json.dumps({**then, "zero_stage": 0, "fsdp": True}))
+    assert "FSDP checkpoint of 2 processes" in layout_change_problem(str(ckpt), now)
+    (ckpt / "r1vision_layout.json").write_text(json.dumps({**then, "zero_stage": 0, "fsdp": False}))
+    assert layout_change_problem(str(ckpt), now) is None  # DDP: same global batch on one process
+    assert "global batch of 4" in layout_change_problem(str(ckpt), {**now, "gradient_accumulation_steps": 2})
+    (ckpt / "r1vision_layout.json").unlink()  # written before the file existed: nothing to compare
+    (ckpt / "rng_state_0.pth").write_bytes(b"")
+    assert layout_change_problem(str(ckpt), now) is None

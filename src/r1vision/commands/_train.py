@@ -245,6 +245,7 @@ def train(command: str, argv: Sequence[str]) -> int:
     script, config = parse(command, without_launch_flags(argv))  # --num_processes 1 runs here
     from r1vision.checkpoints import newest_complete_checkpoint
     from r1vision.trainer.checkpoint import (
+        LayoutChangeError,
         NoCheckpointError,
         OutputDirInUseError,
         check_output_dir,
@@ -263,9 +264,14 @@ def train(command: str, argv: Sequence[str]) -> int:
             clear_marker(config.output_dir)
         check_output_dir(config)  # before the model loads (train() checks again, for the Python API)
         out = kind.run(script, config)
-    except (OutputDirInUseError, NoCheckpointError) as exc:  # a refusal, not a crash: it says what to pass
-        print(f"r1vision {command}: error: {exc}", file=sys.stderr)
-        return 2
+    except (
+        OutputDirInUseError,
+        NoCheckpointError,
+        LayoutChangeError,
+    ) as exc:  # a refusal: it says what to pass
+        if config.process_index == 0:
+            print(f"r1vision {command}: error: {exc}", file=sys.stderr)
+        return finish_process(2)
     except Preempted as exc:  # a signal: the checkpoint is saved, the job may be requeued
         if config.process_index == 0:
             print(f"r1vision {command}: preempted: {exc}", file=sys.stderr)

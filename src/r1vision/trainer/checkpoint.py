@@ -14,7 +14,12 @@ import logging
 import os
 from typing import Any
 
-from r1vision.checkpoints import disk_errors_named, newest_complete_checkpoint
+from r1vision.checkpoints import (
+    LAYOUT_FILE,
+    disk_errors_named,
+    layout_change_problem,
+    newest_complete_checkpoint,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -57,12 +62,35 @@ class CheckpointRenameMixin:
         if resume_from_checkpoint is True or str(resume_from_checkpoint).lower() in ("last", "true"):
             # Trainer's own choice is the highest-numbered folder, which a kill during a save leaves torn
             resume_from_checkpoint = resolve_last_checkpoint(self.args.output_dir)  # type: ignore[attr-defined]
+        if isinstance(resume_from_checkpoint, str) and not getattr(self.args, "allow_layout_change", False):  # type: ignore[attr-defined]
+            problem = layout_change_problem(resume_from_checkpoint, self._layout())
+            if problem:
+                raise LayoutChangeError(problem)
         return super().train(resume_from_checkpoint, *args, **kwargs)  # type: ignore[misc]
+
+    def _layout(self) -> dict[str, Any]:
+        """This run's layout as :func:`~r1vision.checkpoints.layout_change_problem` compares it."""
+        from r1vision.trainer.distributed import zero_stage
+
+        args, acc = self.args, self.accelerator  # type: ignore[attr-defined]
+        world = acc.num_processes
+        return {
+            "world_size": world,
+            "per_device_train_batch_size": args.per_device_train_batch_size,
+            "gradient_accumulation_steps": args.gradient_accumulation_steps,
+            "global_batch": world * args.per_device_train_batch_size * args.gradient_accumulation_steps,
+            "zero_stage": zero_stage(self),
+            "fsdp": acc.distributed_type.name == "FSDP",
+        }
 
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
         folder = os.path.join(self.args.output_dir, f"checkpoint-{self.state.global_step}")  # type: ignore[attr-defined]
         with disk_errors_named(folder, "a checkpoint"):
             super()._save_checkpoint(model, trial)  # type: ignore[misc]
+            if self.args.should_save:  # type: ignore[attr-defined]
+                # a resume on another process count compares against it (checkpoints.layout_change_problem)
+                with open(os.path.join(folder, LAYOUT_FILE), "w") as f:
+                    json.dump(self._layout(), f)
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
         from transformers import PreTrainedModel
@@ -84,6 +112,10 @@ class CheckpointRenameMixin:
                 f"checkpoint {resume_from_checkpoint} does not match the model: missing {missing[:5]}, "
                 f"unexpected {result.unexpected_keys[:5]}"
             )
+
+
+class LayoutChangeError(ValueError):
+    """A resume whose layout would not continue the checkpoint's run (see ``layout_change_problem``)."""
 
 
 class NoCheckpointError(FileNotFoundError):

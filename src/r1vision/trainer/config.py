@@ -90,6 +90,13 @@ class VisionOptions:
     use_bnb_nested_quant: bool = field(default=False, metadata={"help": "TRL's flag: nested quantisation."})
     bnb_4bit_quant_storage: str | None = field(default=None, metadata={"help": "TRL's flag: storage dtype."})
     metrics_csv: bool = field(default=True, metadata={"help": "Write metrics.csv in output_dir."})
+    allow_layout_change: bool = field(
+        default=False,
+        metadata={
+            "help": "Resume a checkpoint although its global batch (processes x per-device batch x "
+            "accumulation) differs from this run's: the data order and the batches change from there on."
+        },
+    )
     overwrite_output_dir: bool = field(
         default=False,
         metadata={
