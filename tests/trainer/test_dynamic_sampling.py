@@ -47,6 +47,10 @@ def test_merge_rounds_pads_each_side_and_keeps_rows_whole():
             "image_grid_thw": [torch.tensor([[1, 2, 2]]) for _ in range(n)],
             "num_images": [1] * n,
             "num_items_in_batch": torch.tensor(99),
+            # prompt + completion wide, as TRL returns it: 1 marks the prompt's image tokens (its last one)
+            "mm_token_type_ids": torch.cat(
+                [torch.zeros(n, p_width - 1), torch.ones(n, 1), torch.zeros(n, c_width)], dim=1
+            ).long(),
         }
 
     merged = merge_rounds([round_(2, 3, 2, 0), round_(2, 5, 4, 100)], [[1], [0]], pad_token_id=-1)
@@ -57,6 +61,8 @@ def test_merge_rounds_pads_each_side_and_keeps_rows_whole():
     assert merged["advantages"].tolist() == [1.0, 100.0]
     assert [float(p[0, 0]) for p in merged["pixel_values"]] == [1.0, 100.0]
     assert merged["num_images"] == [1, 1] and len(merged["image_grid_thw"]) == 2
+    # the image marker stays on the last prompt token of each row (it slid right when padded as a whole)
+    assert merged["mm_token_type_ids"].tolist() == [[0, 0, 0, 0, 1, 0, 0, 0, 0], [0, 0, 0, 0, 1, 0, 0, 0, 0]]
 
 
 def _half_flat(prompts, completions, row_index, **kwargs):

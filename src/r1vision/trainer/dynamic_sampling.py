@@ -15,7 +15,10 @@ from typing import Any
 import torch
 
 # Padding side per 2-D key: prompts are left-padded (generation reads them from the right), the rest right.
-_LEFT_PADDED = ("prompt_ids", "prompt_mask", "token_type_ids", "mm_token_type_ids")
+_LEFT_PADDED = ("prompt_ids", "prompt_mask")
+# Per-token over the prompt *and* the completion (TRL extends them with zeros for the completion): the
+# prompt part is left-padded and the completion part right-padded, so image markers stay on their tokens.
+_SPANNING = ("token_type_ids", "mm_token_type_ids")
 
 
 def groups_with_spread(rewards: torch.Tensor, group: int) -> list[bool]:
@@ -71,6 +74,9 @@ def merge_rounds(
             continue
         if isinstance(values[0], torch.Tensor):
             chosen = [v[list(p)] for v, p in zip(values, picks, strict=True)]
+            if key in _SPANNING and values[0].ndim == 2:
+                merged[key] = _merge_spanning(chosen, rounds)
+                continue
             if values[0].ndim >= 2 and key not in ("image_grid_thw", "pixel_values"):
                 width = max(c.shape[1] for c in chosen)
                 left = key in _LEFT_PADDED
@@ -80,3 +86,20 @@ def merge_rounds(
         else:
             merged[key] = [v[i] for v, p in zip(values, picks, strict=True) for i in p]
     return merged
+
+
+def _merge_spanning(chosen: list[torch.Tensor], rounds: Sequence[dict[str, Any]]) -> torch.Tensor:
+    """Rows of a prompt-and-completion-wide tensor from several rounds: each round's part at its prompt's
+    width is left-padded to the widest prompt, the rest right-padded to the widest completion (a tensor as
+    wide as its round's prompt alone is left-padded as a whole)."""
+    p_widths = [r["prompt_ids"].shape[1] for r in rounds]
+    c_widths = [r["completion_ids"].shape[1] if "completion_ids" in r else 0 for r in rounds]
+    prompt_w, completion_w = max(p_widths), max(c_widths)
+    out = []
+    for c, p_w in zip(chosen, p_widths, strict=True):
+        head = _pad_to(c[:, :p_w], prompt_w, 0, left=True)
+        tail = c[:, p_w:]
+        out.append(
+            torch.cat([head, _pad_to(tail, completion_w, 0, left=False)], dim=1) if tail.shape[1] else head
+        )
+    return torch.cat(out, dim=0)
