@@ -321,13 +321,14 @@ def _copy_shares(
     GT object are counted for the whole chunk at once; only rows where some GT object has several are
     looked at one by one."""
     out = np.ones(n_gt)
-    if not ok.any():
+    hits = np.flatnonzero(ok)  # few: about one passing pair per GT object, so the rest works on these only
+    if not len(hits):
         return out
+    starts = np.array(begins, dtype=np.int64)
     g = np.array([it.g for it in items], dtype=np.int64)
-    cells = np.array([it.p for it in items], dtype=np.int64) * g
-    local = np.arange(len(ok)) - np.repeat(np.array(begins, dtype=np.int64), cells)  # blocks are contiguous
-    slot = local % np.repeat(g, cells) + np.repeat(np.array(offsets, dtype=np.int64), cells)
-    k = np.bincount(slot[ok], minlength=n_gt)
+    row = np.searchsorted(starts, hits, "right") - 1  # blocks are contiguous, in row order
+    slot = (hits - starts[row]) % g[row] + np.array(offsets, dtype=np.int64)[row]
+    k = np.bincount(slot, minlength=n_gt)
     if k.max() <= 1:
         return out
     row_of = np.repeat(np.arange(len(items)), g)
