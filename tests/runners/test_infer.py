@@ -119,3 +119,49 @@ def test_infer_cli_uses_the_runs_prompt(tiny_model, tmp_path, monkeypatch):
     assert len(records) == 2
     assert seen and all(tokens == 3 for _, tokens in seen)  # the command line's length
     assert all("Object categories" in prompt for prompt, _ in seen)  # the closed prompt lists the vocabulary
+
+
+# -------------------------------------------------------------------------------- preemption of infer
+@pytest.mark.slow
+def test_a_sigterm_stops_infer_between_batches_and_the_same_command_continues(tiny_model, tmp_path):
+    """Slurm's SIGTERM used to kill `infer` mid-batch. Now the batch in flight finishes, the command exits 75
+    (as the trainers do on preemption, so `sbatch --requeue` reruns it) naming where it stopped, every written
+    line is a whole record, and rerunning the same command writes the rest with no duplicate."""
+    import signal
+    import time
+
+    from r1vision.tasks.color.synth import synth_color
+
+    n = 120
+    synth_color(tmp_path / "data", n, seed=0, split="test")
+    out = tmp_path / "p"
+    cmd = [
+        sys.executable,
+        "-m",
+        "r1vision.cli",
+        "infer",
+        "--task",
+        "color",
+        "--model",
+        tiny_model("qwen2_vl"),
+    ]
+    cmd += ["--dataset", str(tmp_path / "data"), "--split", "test", "--output_dir", str(out)]
+    cmd += ["--batch_size", "1", "--max_new_tokens", "24"]
+    env = {**env_with_src(), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    shard = out / "shard-00000.jsonl"
+    deadline = time.monotonic() + 300
+    while not (shard.exists() and shard.read_text().count("\n") >= 2) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 75, err[-3000:]
+    line = [x for x in err.splitlines() if "SIGTERM received" in x]
+    assert len(line) == 1 and "the same command continues" in line[0], err[-3000:]
+    first = [json.loads(x)["index"] for x in shard.read_text().splitlines()]  # every line decodes
+    assert 2 <= len(first) < n
+
+    again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    indices = [json.loads(x)["index"] for x in shard.read_text().splitlines()]
+    assert sorted(indices) == list(range(n)) and indices[: len(first)] == first

@@ -78,7 +78,7 @@ def run(argv: Sequence[str]) -> int:
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    from r1vision.runners.infer import inference_settings, run_inference
+    from r1vision.runners.infer import InferenceStopped, inference_settings, run_inference
     from r1vision.tasks import get_task
     from r1vision.tasks.options import options_mapping
 
@@ -96,20 +96,26 @@ def run(argv: Sequence[str]) -> int:
     task = get_task(settings["task"])
     opts = task.parse_options(settings["task_options"])
     options = dataclasses.replace(options, max_new_tokens=settings["max_new_tokens"])
-    out = run_inference(
-        task,
-        opts,
-        a.model,
-        a.dataset,
-        a.output_dir,
-        split=a.split,
-        batch_size=a.batch_size,
-        options=options,
-        min_pixels=settings["min_pixels"],
-        max_pixels=settings["max_pixels"],
-        limit=a.limit,
-        image_root=a.image_root,
-        backend=a.backend,
-    )
+    try:
+        out = run_inference(
+            task,
+            opts,
+            a.model,
+            a.dataset,
+            a.output_dir,
+            split=a.split,
+            batch_size=a.batch_size,
+            options=options,
+            min_pixels=settings["min_pixels"],
+            max_pixels=settings["max_pixels"],
+            limit=a.limit,
+            image_root=a.image_root,
+            backend=a.backend,
+        )
+    except InferenceStopped as exc:  # a preemption: exit as the trainers do, so sbatch --requeue reruns it
+        from r1vision.trainer.preemption import EXIT_PREEMPTED
+
+        print(f"r1vision infer: {exc}", file=sys.stderr)
+        return EXIT_PREEMPTED
     print(f"predictions in {out}")
     return 0

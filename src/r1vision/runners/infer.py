@@ -94,7 +94,15 @@ def run_inference(
                 AutoModelForImageTextToText.from_pretrained(model_path, dtype="auto").to(state.device).eval()
             )
         bar = tqdm(total=len(todo), desc=f"infer[{rank}]", disable=not progress)
+        stop = _StopOnSignal()  # Slurm's --signal / a preemption's SIGTERM: finish the batch, then stop
         for start in range(0, len(todo), batch_size):
+            if stop.received:
+                bar.close()
+                stop.restore()
+                raise InferenceStopped(
+                    f"{stop.received} received: stopped after {start} of {len(todo)} rows of rank {rank}; "
+                    f"every finished row is in {out_dir}, the same command continues"
+                )
             batch_idx = todo[start : start + batch_size]
             batch = [rows[i] for i in batch_idx]
             # Seed per batch from the row indices, so a resumed run samples what the first attempt would have.
@@ -119,6 +127,7 @@ def run_inference(
                 writer.write(record)
             bar.update(len(batch_idx))
         bar.close()
+        stop.restore()
         del model
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
@@ -127,6 +136,40 @@ def run_inference(
     if state.num_processes > 1 and state.num_processes == world:
         state.wait_for_everyone()
     return Path(out_dir)
+
+
+class InferenceStopped(Exception):
+    """``infer`` stopped between batches on a preemption signal; the rows written so far are complete."""
+
+
+class _StopOnSignal:
+    """Records the first preemption signal (``R1VISION_PREEMPT_SIGNALS``, default USR1 and TERM) instead of
+    dying mid-batch; :meth:`restore` puts the previous handlers back."""
+
+    def __init__(self) -> None:
+        import signal
+
+        from r1vision.trainer.preemption import signals_from_env
+
+        self.received: str | None = None
+        self._previous = {}
+        for sig in signals_from_env():
+            try:
+                self._previous[sig] = signal.signal(sig, self._handle)
+            except ValueError:  # not the main thread: the default handling stays
+                pass
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        import signal
+
+        self.received = signal.Signals(signum).name
+
+    def restore(self) -> None:
+        import signal
+
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous = {}
 
 
 def _row_images(row: dict[str, Any], index: int, image_root: Any, split: str) -> list[Any]:
