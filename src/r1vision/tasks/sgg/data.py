@@ -102,6 +102,7 @@ def image_size(value: Any, root: Path | None = None) -> tuple[int, int]:
 
     if isinstance(value, PILImage.Image):
         return value.size
+    written = not isinstance(value, dict)  # a path a row wrote, not one the datasets library stored
     if isinstance(value, dict):
         if value.get("bytes"):
             value = value["bytes"]
@@ -111,7 +112,11 @@ def image_size(value: Any, root: Path | None = None) -> tuple[int, int]:
         with PILImage.open(io.BytesIO(value)) as im:
             return im.size
     if isinstance(value, (str, Path)):
-        p = Path(value) if root is None else Path(dataset_path(str(value), root))  # the one data-path rule
+        p = Path(value)
+        if root is not None and written:
+            p = Path(dataset_path(str(value), root))  # the one data-path rule
+        elif root is not None and not p.is_absolute():
+            p = root / p
         with PILImage.open(p) as im:
             return im.size
     raise ValueError(f"cannot read an image size from {type(value).__name__}")

@@ -72,14 +72,16 @@ def convert_prompt(messages: Any, n_images: int, where: str) -> list[dict[str, A
 
 def _image_value(value: Any, root: Path | None, where: str) -> Any:
     """A path string made absolute (relative to ``root``), or an in-memory image value unchanged."""
+    written = not isinstance(value, dict)  # a path a row wrote, not one the datasets library stored
     if isinstance(value, dict):
         if value.get("bytes") is not None:
             return value
         value = value.get("image") or value.get("path")
     if isinstance(value, str):
-        if root is not None:  # the one rule for data paths: inside the dataset folder unless opted out
+        if root is not None and written:  # the one rule for data paths: inside the dataset folder
             return dataset_path(value, root, where)
-        return str(Path(value).expanduser())
+        p = Path(value).expanduser()
+        return str(root / p if root is not None and not p.is_absolute() else p)
     if value is None:
         raise DatasetLoadError(f"{where}: missing image")
     return value
