@@ -1,4 +1,4 @@
-"""Faults a cluster user meets: an ``images/`` folder that is a symlink into a shared store (accepted: the
+"""Faults a cluster user meets: an ``images/`` folder that is a symlink into a common store (accepted: the
 check is on the path as written), a settings file cut by a kill (rewritten, and written atomically), and
 an OCR target long enough to stall a reward (its cost is bounded)."""
 
@@ -14,15 +14,15 @@ from r1vision.tasks.loading import DatasetLoadError, _absolute_path
 
 
 def test_a_symlinked_image_folder_inside_the_dataset_is_accepted(tmp_path):
-    store = tmp_path / "shared_store"
+    store = tmp_path / "store"
     store.mkdir()
     (store / "a.png").write_bytes(b"png")
     data = tmp_path / "data"
     data.mkdir()
     (data / "images").symlink_to(store, target_is_directory=True)
     assert _absolute_path("images/a.png", data) == str(data / "images" / "a.png")
-    with pytest.raises(DatasetLoadError, match="row 3: image path '../shared_store/a.png' leads outside"):
-        _absolute_path("../shared_store/a.png", data, 3)  # written to leave the folder: refused
+    with pytest.raises(DatasetLoadError, match="row 3: image path '../store/a.png' leads outside"):
+        _absolute_path("../store/a.png", data, 3)  # written to leave the folder: refused
 
 
 def test_one_rule_for_data_paths_in_every_task_with_an_opt_in(tmp_path, monkeypatch, capsys):

@@ -186,3 +186,53 @@ def sample_ode(
         if progress is not None:
             progress(len(batch))
     return torch.cat(out) if out else torch.empty(0, 3, resolution, resolution)
+
+
+@dataclass
+class Generation:
+    """One generation batch of this process: what the rollout recorded and the micro-steps' sample rows."""
+
+    index: int  # which generation of the run (micro-step // steps_per_generation)
+    prompts: list[str]
+    cond: Conditioning
+    roll: Rollout
+    rewards: torch.Tensor  # (samples,) weighted, NaN where no reward scored the sample
+    advantages: torch.Tensor  # (samples,), from the statistics of every process's rewards
+    trained: list[int]  # the transitions replayed
+    chunks: list[torch.Tensor]  # sample rows of each micro-step (possibly empty)
+
+    def state_dict(self) -> dict[str, Any]:
+        roll = self.roll
+        return {
+            "index": self.index,
+            "prompts": self.prompts,
+            "cond": vars(self.cond),
+            "rewards": self.rewards,
+            "advantages": self.advantages,
+            "trained": self.trained,
+            "chunks": self.chunks,
+            "roll": {
+                "latents": roll.latents,
+                "log_probs": roll.log_probs,
+                "sigmas": roll.sigmas,
+                "sde_steps": roll.sde_steps,
+            },
+        }
+
+    @staticmethod
+    def from_state(state: dict[str, Any], device: torch.device) -> Generation:
+        cond = Conditioning(**{k: None if v is None else v.to(device) for k, v in state["cond"].items()})
+        r = state["roll"]
+        roll = Rollout(
+            r["latents"].to(device), r["log_probs"], r["sigmas"], list(r["sde_steps"]), torch.empty(0)
+        )
+        return Generation(
+            int(state["index"]),
+            list(state["prompts"]),
+            cond,
+            roll,
+            state["rewards"],
+            state["advantages"],
+            list(state["trained"]),
+            list(state["chunks"]),
+        )

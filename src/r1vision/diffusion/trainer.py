@@ -26,9 +26,7 @@ accumulated locally and reduced once, and under DeepSpeed one trainer step is on
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import json
 import logging
 import math
 import os
@@ -36,29 +34,25 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import Trainer, TrainerCallback
+from transformers import Trainer
 
-from r1vision.checkpoints import disk_errors_named
 from r1vision.diffusion.advantages import group_advantages
 from r1vision.diffusion.config import DiffusionGRPOConfig
 from r1vision.diffusion.ema import EMA
-from r1vision.diffusion.evaluate import score_records, write_evaluation
-from r1vision.diffusion.export import save_lora
 from r1vision.diffusion.families import Conditioning, load_family, to_pil
-from r1vision.diffusion.rollout import Rollout, encode_rows, replay, rollout, sample_ode, sde_window
+from r1vision.diffusion.hooks import RunState, check_prompt_count, fill_deepspeed_autos
+from r1vision.diffusion.outputs import BUFFER_FILE, EMA_FILE, EvaluateAndSaveMixin
+from r1vision.diffusion.rollout import Generation, Rollout, encode_rows, replay, rollout, sde_window
 from r1vision.diffusion.sampler import GroupRepeatSampler, seeded
 from r1vision.diffusion.sde import latent_kl
 from r1vision.trainer.preemption import PreemptionCallback
 
 logger = logging.getLogger(__name__)
-EMA_FILE = "ema.pt"
-BUFFER_FILE = "rollout_buffer_rank{rank}.pt"  # a checkpoint taken between the updates of one generation
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 _PARTS = {"rollout": 1, "shuffle": 2}  # independent random streams of one generation
 
@@ -72,57 +66,7 @@ def _prompt_key(prompt: str) -> int:
     return int.from_bytes(hashlib.blake2b(prompt.encode("utf-8"), digest_size=8).digest(), "little")
 
 
-@dataclass
-class Generation:
-    """One generation batch of this process: what the rollout recorded and the micro-steps' sample rows."""
-
-    index: int  # which generation of the run (micro-step // steps_per_generation)
-    prompts: list[str]
-    cond: Conditioning
-    roll: Rollout
-    rewards: torch.Tensor  # (samples,) weighted, NaN where no reward scored the sample
-    advantages: torch.Tensor  # (samples,), from the statistics of every process's rewards
-    trained: list[int]  # the transitions replayed
-    chunks: list[torch.Tensor]  # sample rows of each micro-step (possibly empty)
-
-    def state_dict(self) -> dict[str, Any]:
-        roll = self.roll
-        return {
-            "index": self.index,
-            "prompts": self.prompts,
-            "cond": vars(self.cond),
-            "rewards": self.rewards,
-            "advantages": self.advantages,
-            "trained": self.trained,
-            "chunks": self.chunks,
-            "roll": {
-                "latents": roll.latents,
-                "log_probs": roll.log_probs,
-                "sigmas": roll.sigmas,
-                "sde_steps": roll.sde_steps,
-            },
-        }
-
-    @staticmethod
-    def from_state(state: dict[str, Any], device: torch.device) -> Generation:
-        cond = Conditioning(**{k: None if v is None else v.to(device) for k, v in state["cond"].items()})
-        r = state["roll"]
-        roll = Rollout(
-            r["latents"].to(device), r["log_probs"], r["sigmas"], list(r["sde_steps"]), torch.empty(0)
-        )
-        return Generation(
-            int(state["index"]),
-            list(state["prompts"]),
-            cond,
-            roll,
-            state["rewards"],
-            state["advantages"],
-            list(state["trained"]),
-            list(state["chunks"]),
-        )
-
-
-class DiffusionGRPOTrainer(Trainer):
+class DiffusionGRPOTrainer(EvaluateAndSaveMixin, Trainer):
     """Flow-GRPO on a diffusers pipeline (see the module docstring).
 
     Args:
@@ -195,7 +139,7 @@ class DiffusionGRPOTrainer(Trainer):
             callbacks=callbacks,
             **kwargs,
         )
-        _fill_deepspeed_autos(self, self.family.transformer)  # Trainer has built the DeepSpeed config
+        fill_deepspeed_autos(self, self.family.transformer)  # Trainer has built the DeepSpeed config
         self.steps_per_generation = args.steps_per_generation or args.gradient_accumulation_steps
         self.generation_images = (
             args.per_device_train_batch_size * self.accelerator.num_processes * self.steps_per_generation
@@ -205,7 +149,7 @@ class DiffusionGRPOTrainer(Trainer):
         self.ema = (
             EMA(self.model.parameters(), args.ema_decay, args.ema_update_interval) if args.ema else None
         )
-        self.add_callback(_RunState(self))
+        self.add_callback(RunState(self))
         self._metrics: dict[str, list[float]] = defaultdict(list)
         self._pool = ThreadPoolExecutor(
             max_workers=max(1, len(self.reward_funcs)), thread_name_prefix="reward"
@@ -520,205 +464,6 @@ class DiffusionGRPOTrainer(Trainer):
         return latent_kl(step.mean, ref.mean, step.std if self.args.kl_use_dt else step.std_dev_t)
 
     # ------------------------------------------------------------------------------------------ metrics
-    def _record_generation(
-        self, weighted: torch.Tensor, values: torch.Tensor, stats: dict[str, float], **scalars: float
-    ) -> None:
-        """Metrics of one generation, over every process's samples."""
-        finite = weighted[~torch.isnan(weighted)]
-        self._metrics["reward"].append(float(finite.mean()) if len(finite) else math.nan)
-        self._metrics["reward_std"].append(float(finite.std(unbiased=False)) if len(finite) else math.nan)
-        for j, name in enumerate(self.reward_names):
-            column = values[:, j][~torch.isnan(values[:, j])]
-            self._metrics[f"rewards/{name}/mean"].append(float(column.mean()) if len(column) else math.nan)
-        self._metrics["frac_reward_zero_std"].append(stats["zero_std_ratio"])
-        for key in ("adv_zero_rate", "group_size", "reward_std_mean"):
-            self._metrics[key].append(stats[key])
-        for key, value in scalars.items():
-            self._metrics[key].append(float(value))
-
-    def _joined_metrics(self) -> dict[str, float]:
-        """Each metric's mean over the micro-steps since the last log and over the processes (NaN skipped);
-        ``*_max`` metrics are maxima. One collective; every process has the same keys."""
-        keys = sorted(self._metrics)
-        local = []
-        for key in keys:
-            finite = [v for v in self._metrics[key] if not math.isnan(v)]
-            local += [sum(finite), float(len(finite)), max(finite) if finite else -math.inf]
-        table = torch.tensor(local, dtype=torch.float64).view(1, -1)
-        if self.accelerator.num_processes > 1:
-            table = self.accelerator.gather(table.to(self.accelerator.device)).cpu()
-        out = {}
-        for i, key in enumerate(keys):
-            total, count, peak = table[:, 3 * i].sum(), table[:, 3 * i + 1].sum(), table[:, 3 * i + 2].max()
-            if key.endswith("_max"):
-                out[key] = float(peak) if count else math.nan
-            else:
-                out[key] = float(total / count) if count else math.nan
-        return out
-
-    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
-        """TRL-style: the step metrics averaged since the last log (and over the processes) join
-        transformers' loss, lr and grad norm."""
-        if self._metrics and not any(k.startswith("eval_") for k in logs):
-            logs.update(self._joined_metrics())
-            self._metrics.clear()
-        super().log(logs, start_time)
-
-    # ----------------------------------------------------------------------------------------- evaluate
-    @torch.no_grad()
-    def generate(
-        self, prompts: list[str], steps: int, seed: int, use_ema: bool = True, first_index: int = 0
-    ) -> list[Any]:
-        """Deterministic images (:func:`r1vision.diffusion.rollout.sample_ode`) for ``prompts``,
-        ``per_device_eval_batch_size`` at a time, with the EMA weights by default."""
-        model = self.accelerator.unwrap_model(self.model)
-        context = self.ema.swapped() if use_ema and self.ema is not None else nullcontext()
-        with context:
-            model.eval()
-            images = sample_ode(
-                self.family,
-                model,
-                prompts,
-                steps=steps,
-                resolution=self.args.resolution,
-                guidance_scale=self.args.guidance_scale,
-                seed=seed,
-                first_index=first_index,
-                batch_size=self.args.per_device_eval_batch_size,
-            )
-            model.train()
-        return to_pil(images)
-
-    def evaluate(
-        self, eval_dataset: Any = None, ignore_keys: Any = None, metric_key_prefix: str = "eval"
-    ) -> dict:
-        """Flow-GRPO's evaluation: the eval prompts, ODE, ``eval_num_inference_steps``, a fixed seed per prompt,
-        EMA weights; the prompts are sharded over the processes and the scores gathered. Writes
-        ``eval_metrics.csv``, ``eval/step-N/`` (records and a contact sheet) and, when the reward improved,
-        ``best/``."""
-
-        dataset = eval_dataset if eval_dataset is not None else self.eval_dataset
-        if dataset is None:
-            return {}
-        n = min(self.args.eval_num_images, len(dataset))
-        world, rank = self.accelerator.num_processes, self.accelerator.process_index
-        share = math.ceil(n / world)
-        mine = list(range(rank * share, min((rank + 1) * share, n)))
-        # every process samples the same number of batches (a ZeRO-3 forward is collective): pad, then drop
-        padded = mine + [mine[-1] if mine else 0] * (share - len(mine))
-        rows = [dataset[i] for i in padded]
-        prompts = [str(r["prompt"]) for r in rows]
-        images = self.generate(
-            prompts, self.args.eval_num_inference_steps, self.args.eval_seed, first_index=rank * share
-        )[: len(mine)]
-
-        records = score_records(
-            self.reward_funcs,
-            self.reward_weights.tolist(),
-            prompts[: len(mine)],
-            images,
-            rows[: len(mine)],
-            indices=mine,
-        )
-        thumbs = [(i, im.copy()) for i, im in zip(mine, images, strict=True) if i < 16]
-        if world > 1:
-            from accelerate.utils import gather_object
-
-            records, thumbs = list(gather_object(records)), list(gather_object(thumbs))
-        step = self.state.global_step
-        self.evaluated_steps.add(step)
-        metrics: dict[str, float] = {}
-        if self.is_world_process_zero():
-            folder = Path(self.args.output_dir) / "eval" / f"step-{step}"
-            metrics = write_evaluation(
-                records, [im for _, im in sorted(thumbs, key=lambda t: t[0])], folder, self.reward_names
-            )
-            _append_csv(Path(self.args.output_dir) / "eval_metrics.csv", {"step": step, **metrics})
-        metrics = _broadcast(self.accelerator, metrics)
-        if self._best_eval is None or metrics["reward"] > self._best_eval:
-            self._best_eval = metrics["reward"]
-            self._export(Path(self.args.output_dir) / "best", ema=True)
-            if self.is_world_process_zero():
-                (Path(self.args.output_dir) / "best" / "eval.json").write_text(
-                    json.dumps({"step": step, **metrics})
-                )
-        out = {f"{metric_key_prefix}_{k}": v for k, v in metrics.items()}
-        self.log(out)
-        # as transformers' own evaluate: callbacks see the metrics, and the "evaluate now" flag is cleared
-        # (left set, the epoch-end check evaluated the last step again, and the runner a third time)
-        self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, out)
-        return out
-
-    # ------------------------------------------------------------------------------------------- saving
-    def _export(self, folder: Path, ema: bool) -> None:
-        """The adapter (EMA weights with ``ema``) as a diffusers LoRA folder, or the full denoiser (main
-        process writes)."""
-
-        if not self.is_world_process_zero():
-            return
-        model = self.accelerator.unwrap_model(self.model)
-        context = self.ema.swapped() if ema and self.ema is not None else nullcontext()
-        with context:
-            if hasattr(model, "peft_config"):
-                save_lora(model, folder)
-            else:
-                model.save_pretrained(folder / "transformer")
-
-    def export_final(self, output_dir: str | os.PathLike) -> None:
-        """The final adapters: ``lora/`` (raw weights) and ``lora_ema/``, the folders a diffusers user loads."""
-        target = Path(output_dir)
-        self._export(target / "lora", ema=False)
-        if self.ema is not None:
-            self._export(target / "lora_ema", ema=True)
-
-    def run_settings(self) -> dict[str, Any]:
-        """What ``r1vision_run.json`` records about this run, enough for stock diffusers to reproduce its
-        images (``t2i-eval`` reads resolution, steps, guidance and T5 length from it)."""
-        args = self.args
-        base = os.path.abspath(self.model_path) if os.path.isdir(self.model_path) else self.model_path
-        return {
-            "kind": "t2i-grpo",
-            "base_model": base,
-            "family": self.family.name,
-            "rewards": dict(zip(self.reward_names, self.reward_weights.tolist(), strict=True)),
-            "lora_r": args.lora_r,
-            "lora_alpha": args.lora_alpha,
-            "resolution": args.resolution,
-            "num_inference_steps": args.num_inference_steps,
-            "eval_num_inference_steps": args.eval_num_inference_steps,
-            "guidance_scale": args.guidance_scale,
-            "noise_level": args.noise_level,
-            "max_sequence_length": self.family.max_sequence_length,
-            "seed": args.seed,
-            "num_processes": self.accelerator.num_processes,
-        }
-
-    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
-        super().save_model(output_dir, _internal_call)
-        if _internal_call:
-            return
-        target = Path(output_dir or self.args.output_dir)
-        self.export_final(target)  # lora/ and lora_ema/ exist before the card and the upload
-        from r1vision.trainer.output import finish_output
-
-        finish_output(
-            self, target, "t2i-grpo", {**self.run_settings(), **(getattr(self, "r1vision_run", None) or {})}
-        )
-
-    def _save_checkpoint(self, model: Any, trial: Any) -> None:
-        folder = Path(self.args.output_dir) / f"checkpoint-{self.state.global_step}"
-        with disk_errors_named(folder, "a checkpoint"):
-            self._save_checkpoint_files(model, trial, folder)
-
-    def _save_checkpoint_files(self, model: Any, trial: Any, folder: Path) -> None:
-        super()._save_checkpoint(model, trial)
-        if self.ema is not None and self.args.should_save:
-            torch.save(self.ema.state_dict(), folder / EMA_FILE)
-        gen = self._generation
-        if gen is not None and self._micro % self.steps_per_generation:  # between the updates of a generation
-            folder.mkdir(parents=True, exist_ok=True)
-            torch.save(gen.state_dict(), folder / BUFFER_FILE.format(rank=self.accelerator.process_index))
-
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs: Any) -> Any:
         if resume_from_checkpoint is True:
             from transformers.trainer_utils import get_last_checkpoint
@@ -743,86 +488,6 @@ class DiffusionGRPOTrainer(Trainer):
             )
 
 
-class _RunState(TrainerCallback):
-    """Flow-GRPO's EMA after every micro-batch (with the optimizer steps so far) and the resume hook."""
-
-    def __init__(self, trainer: DiffusionGRPOTrainer) -> None:
-        self.trainer = trainer
-
-    def on_train_begin(self, args, state, control, **kwargs):  # noqa: D102
-        self.trainer._on_train_begin()
-
-    def on_substep_end(self, args, state, control, **kwargs):  # noqa: D102 - a micro-batch without a step
-        if self.trainer.ema is not None:
-            self.trainer.ema.step(state.global_step)
-
-    def on_step_end(self, args, state, control, **kwargs):  # noqa: D102 - after each optimizer step
-        if self.trainer.ema is not None:
-            self.trainer.ema.step(state.global_step)
-
-
 def _rows(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The collator: rows stay rows (prompts are text; the rollout makes the tensors)."""
     return batch
-
-
-def check_prompt_count(args: Any, processes: int, train_dataset: Any) -> None:
-    """Refuse a training set smaller than one generation's prompts (the epoch would hold no generation)."""
-    spg = args.steps_per_generation or args.gradient_accumulation_steps
-    need = args.per_device_train_batch_size * processes * spg // args.num_generations
-    if train_dataset is not None and len(train_dataset) < need:
-        from r1vision.tasks.loading import DatasetValidationError
-
-        raise DatasetValidationError(
-            f"the training set has {len(train_dataset)} prompt(s); one generation draws {need} "
-            f"(per_device_train_batch_size x processes x steps_per_generation / num_generations)"
-        )
-
-
-def _fill_deepspeed_autos(trainer: Any, denoiser: Any) -> None:
-    """Fill the DeepSpeed config's hidden-size ``auto`` entries from the denoiser's width (transformers reads
-    ``config.hidden_size``, which a diffusers transformer does not have: the shipped zero2.json failed)."""
-    plugin = getattr(trainer.accelerator.state, "deepspeed_plugin", None)
-    hf = getattr(plugin, "hf_ds_config", None) or getattr(trainer.args, "hf_deepspeed_config", None)
-    if hf is None:
-        return
-    config = denoiser.config
-    width = int(config.get("num_attention_heads", 0) * config.get("attention_head_dim", 0)) or int(
-        config.get("joint_attention_dim", 0) or config.get("caption_projection_dim", 0)
-    )
-    if not width:
-        return
-    hf.fill_only("zero_optimization.reduce_bucket_size", width * width)
-    if hf.is_zero3():
-        hf.fill_only("zero_optimization.stage3_prefetch_bucket_size", int(0.9 * width * width))
-        hf.fill_only("zero_optimization.stage3_param_persistence_threshold", 10 * width)
-
-
-def _broadcast(acc: Any, metrics: dict[str, float]) -> dict[str, float]:
-    """The main process's evaluation metrics on every process (each decides the same about ``best/``)."""
-    if acc.num_processes == 1:
-        return metrics
-    from accelerate.utils import broadcast_object_list
-
-    box = [metrics]
-    broadcast_object_list(box, from_process=0)
-    return box[0]
-
-
-def _append_csv(path: Path, row: dict[str, Any]) -> None:
-    """One row appended; a new column rewrites the file with the wider header (rows are few)."""
-    rows: list[dict[str, Any]] = []
-    if path.is_file():
-        with path.open(newline="") as f:
-            rows = list(csv.DictReader(f))
-        rows = [
-            r for r in rows if int(float(r.get("step") or -1)) < int(row["step"])
-        ]  # a resumed run rewrites
-    rows.append({k: v for k, v in row.items()})
-    header = list(dict.fromkeys(k for r in rows for k in r))
-    tmp = path.with_suffix(".tmp")
-    with tmp.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=header)
-        writer.writeheader()
-        writer.writerows(rows)
-    os.replace(tmp, path)

@@ -95,7 +95,7 @@ def dry_run(
     build_rewards(script.reward_funcs, script.reward_options)
     spg = config.steps_per_generation or config.gradient_accumulation_steps
     local = config.per_device_train_batch_size * spg
-    from r1vision.diffusion.trainer import check_prompt_count
+    from r1vision.diffusion.hooks import check_prompt_count
 
     check_prompt_count(config, processes, train)
     groups = config.per_device_train_batch_size * processes * spg // config.num_generations
@@ -174,7 +174,8 @@ def run_t2i_grpo(script: T2IScriptArguments, config: Any) -> str:
     """Train; returns the output directory. The final evaluation runs once (not again when the last step
     was just evaluated)."""
     from r1vision.diffusion.data import check_prompts, load_prompts
-    from r1vision.diffusion.trainer import DiffusionGRPOTrainer, check_prompt_count
+    from r1vision.diffusion.hooks import check_prompt_count
+    from r1vision.diffusion.trainer import DiffusionGRPOTrainer
     from r1vision.trainer.distributed import record_layout
     from r1vision.trainer.preemption import finish_if_preempted
 
