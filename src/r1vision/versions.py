@@ -252,6 +252,22 @@ PATCHES: tuple[Patch, ...] = (
         "as above, and Qwen3-VL reads sizes from processor.video_processor with videos disabled",
         "tests/generation/test_vllm_engine.py (vLLM environment)",
     ),
+    Patch(
+        "vllm CPUUnquantizedExperts.process_weights_after_loading (called again after a weight update)",
+        "vllm/model_executor/layers/fused_moe/unquantized_fused_moe_method.py:152",
+        "is_weight_update = self.moe_kernel is not None",
+        "r1vision/generation/vllm_engine.py",
+        "on a weight update vLLM-CPU skips the experts' prepack: the kernel read plain weights as packed",
+        "tests/generation/test_vllm_engine.py::test_moe_expert_sync_is_sent_in_the_published_layout",
+    ),
+    Patch(
+        "transformers' Qwen3-VL-MoE expert transpose, undone when r1vision saves and syncs",
+        "transformers/conversion_mapping.py:1361",
+        '"qwen3_vl_moe": [',
+        "r1vision/vision/hub_layout.py",
+        "transformers 5.23 loads the published layout transposed and saves it that way; vLLM reads the published one",
+        "tests/vision/test_hub_layout.py",
+    ),
 )
 
 

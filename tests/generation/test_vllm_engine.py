@@ -25,6 +25,7 @@ from r1vision.generation.vllm_engine import (  # noqa: E402
     load_weights_inplace,
 )
 from r1vision.vision.budget import PixelBudget  # noqa: E402
+from r1vision.vision.family import FAMILIES
 from tests.helpers.tasks import task_rows
 from tests.helpers.training import grpo_args, varied_reward  # noqa: E402
 
@@ -129,24 +130,28 @@ def test_weight_sync_on_cpu_matches_hf_after_each_update(qwen2_engine):
         before = after
 
 
-@pytest.mark.parametrize("family", ["qwen2_5_vl", "qwen3_vl"])
+@pytest.mark.parametrize("family", ["qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"])
 def test_other_families_see_the_trainers_image_tokens(tiny_model, family):
     from r1vision.vision.budget import apply_budget_to_processor
 
     path = _vllm_model_path(tiny_model, family)
     model, processor = _hf(path)
-    factor = 32 if family == "qwen3_vl" else 28
+    factor = FAMILIES[family].factor
     budget = PixelBudget.for_family(family, min_pixels=4 * factor**2, max_pixels=6 * factor**2)
     apply_budget_to_processor(processor, budget)
     rows, images = _rows_and_images(factor)
     resized = [[img.resize(budget.resized_size(*img.size)) for img in imgs] for imgs in images]
-    gen = VLLMGenerator(path, processor, budget, dtype="float32", max_model_len=512)
+    # vLLM-CPU's gated-delta-net kernel (Qwen3.5) runs in bf16 only; the others compare in fp32
+    dtype = "bfloat16" if family.startswith("qwen3_5") else "float32"
+    gen = VLLMGenerator(path, processor, budget, dtype=dtype, max_model_len=512)
     try:
+        # check=True: the prompt vLLM expanded holds exactly the trainer's image tokens, row by row
         out = gen.generate(rows, resized, GREEDY, check=True)
     finally:
         del gen
         _cleanup()
-    assert out == generate(model, processor, rows, budget, GREEDY, images=resized)
+    reference = generate(model.to(getattr(torch, dtype)), processor, rows, budget, GREEDY, images=resized)
+    assert out == reference
 
 
 def test_infer_backend_vllm(tiny_model, color_dir, tmp_path):
@@ -292,3 +297,40 @@ def test_lora_output_serves_in_vllm_like_hf(tiny_model, color_dir, tmp_path):
         _cleanup()
     assert sorted(from_vllm) == [0, 1, 2, 3]
     assert from_vllm == from_hf
+
+
+def test_moe_expert_sync_is_sent_in_the_published_layout(tiny_model):
+    """Qwen3-VL-MoE keeps its fused experts transposed in memory (transformers 5); vLLM loads the published
+    layout. The sync sends them transposed back, and generation then equals HF's with the updated experts;
+    the in-memory layout is refused by vLLM's loader (what a plain ``named_parameters`` sync would send)."""
+    from r1vision.generation.weight_sync import iter_sync_tensors
+    from r1vision.vision.budget import apply_budget_to_processor
+
+    path = _vllm_model_path(tiny_model, "qwen3_vl_moe")
+    model, processor = _hf(path)
+    budget = PixelBudget.for_family("qwen3_vl_moe", min_pixels=4 * 32 * 32, max_pixels=6 * 32 * 32)
+    apply_budget_to_processor(processor, budget)
+    rows, images = _rows_and_images(32)
+    resized = [[img.resize(budget.resized_size(*img.size)) for img in imgs] for imgs in images]
+    gen = VLLMGenerator(path, processor, budget, dtype="float32", max_model_len=512)
+    try:
+        before = gen.generate(rows, resized, GREEDY)
+        torch.manual_seed(0)
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if ".experts." in name:
+                    p.add_(torch.randn_like(p) * 0.5)
+        sent = [(n, t) for n, t in iter_sync_tensors(model, full=True) if "visual" not in n]
+        experts = [(n, t) for n, t in sent if ".experts." in n]
+        live = dict(model.named_parameters())
+        assert experts and all(t.shape[-2:] == live[n].shape[-2:][::-1] for n, t in experts)
+        assert load_weights_inplace(gen.llm, sent) == len(sent)
+        after = gen.generate(rows, resized, GREEDY, check=True)
+        in_memory = [(n, p.detach()) for n, p in model.named_parameters() if "visual" not in n]
+        with pytest.raises((RuntimeError, AssertionError)):  # vLLM's shape checks, by loader path
+            load_weights_inplace(gen.llm, in_memory)
+    finally:
+        del gen
+        _cleanup()
+    assert after == generate(model, processor, rows, budget, GREEDY, images=resized)
+    assert after != before

@@ -9,7 +9,7 @@ from transformers import AutoModelForImageTextToText, AutoProcessor
 
 from r1vision.testing.tiny import make_tiny_model
 
-FAMILIES = ["qwen2_vl", "qwen2_5_vl", "qwen3_vl"]
+FAMILIES = ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"]
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -7,6 +7,7 @@ import torch
 from PIL import Image
 
 from r1vision.trainer.grpo import VisionGRPOTrainer
+from r1vision.vision.family import FAMILIES
 from tests.helpers.tasks import task_rows
 from tests.helpers.training import grpo_args, varied_reward
 
@@ -15,7 +16,9 @@ def _color_dataset(color_dir):
     return task_rows("color", color_dir).remove_columns(["completion"])
 
 
-@pytest.mark.parametrize("family", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl"])
+@pytest.mark.parametrize(
+    "family", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"]
+)
 def test_trains_and_rewards_see_images_and_resized_sizes(tiny_model, color_dir, tmp_path, family):
     seen: dict = {}
 
@@ -25,7 +28,7 @@ def test_trains_and_rewards_see_images_and_resized_sizes(tiny_model, color_dir, 
         return [0.0] * len(completions)
 
     # 56x56 originals, a budget that forces 28x28 or 32x32: the resize is real.
-    factor = 32 if family == "qwen3_vl" else 28
+    factor = FAMILIES[family].factor
     args = grpo_args(tmp_path, min_pixels=factor * factor, max_pixels=factor * factor)
     trainer = VisionGRPOTrainer(
         tiny_model(family), [varied_reward, spy], args=args, train_dataset=_color_dataset(color_dir)

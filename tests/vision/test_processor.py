@@ -25,7 +25,9 @@ def test_saved_processor_names_stock_classes(tiny_model, tmp_path):
     )
 
 
-@pytest.mark.parametrize("family", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl"])
+@pytest.mark.parametrize(
+    "family", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"]
+)
 def test_saved_processor_folders_carry_a_video_config_for_torchvision_installs(family, tiny_model, tmp_path):
     """With torchvision present (every GPU install), AutoProcessor loads the stock Qwen-VL processor, which
     builds a video processor from the folder's video config; r1vision's folders had none (OSError at start).
@@ -38,12 +40,16 @@ def test_saved_processor_folders_carry_a_video_config_for_torchvision_installs(f
     config, _ = BaseVideoProcessor.get_video_processor_dict(str(tmp_path))
     image = processor.image_processor
     assert config["video_processor_type"] == (
-        "Qwen3VLVideoProcessor" if family == "qwen3_vl" else "Qwen2VLVideoProcessor"
+        "Qwen3VLVideoProcessor" if family.startswith("qwen3") else "Qwen2VLVideoProcessor"
     )
     stock = {
         "qwen2_vl": "Qwen2VLProcessor",
         "qwen2_5_vl": "Qwen2_5_VLProcessor",
         "qwen3_vl": "Qwen3VLProcessor",
+        # Qwen3-VL-MoE and Qwen3.5 ship Qwen3-VL's processor
+        "qwen3_vl_moe": "Qwen3VLProcessor",
+        "qwen3_5": "Qwen3VLProcessor",
+        "qwen3_5_moe": "Qwen3VLProcessor",
     }
     assert config["processor_class"] == stock[family]
     assert (config["patch_size"], config["merge_size"], config["size"]) == (

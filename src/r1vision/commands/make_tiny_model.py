@@ -6,9 +6,10 @@ import argparse
 from collections.abc import Sequence
 
 from r1vision.commands._args import add, parser
+from r1vision.vision.family import FAMILIES as VL_FAMILIES
 
 GROUP = "data and models"
-FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "sd3")
+FAMILIES = (*VL_FAMILIES, "sd3")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     add(p, "--vision_depth", type=int, default=2)
     add(p, "--head_dim", type=int, default=None, help="sets heads = hidden / head_dim (vLLM-CPU needs 64)")
     add(p, "--rope_theta", type=float, default=10000.0)
-    add(p, "--mrope_section", type=int, nargs=3, default=None, help="three ints summing to head_dim/2")
+    add(p, "--mrope_section", type=int, nargs=3, default=None, help="three ints summing to the rotary dim/2")
     add(p, "--pixel_space", action="store_true", help="sd3: a 16x16 pixel-space model (learns on a CPU)")
     return p
 

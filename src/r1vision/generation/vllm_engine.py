@@ -222,6 +222,20 @@ def _repack_cpu_gemms(modules: Sequence[torch.nn.Module]) -> None:
             if hasattr(module, "cpu_linear") and isinstance(weight, torch.Tensor) and weight.ndim == 2:
                 if weight.numel():
                     dispatch_cpu_unquantized_gemm(module, remove_weight=False)
+            _repack_cpu_experts(module)
+
+
+def _repack_cpu_experts(module: torch.nn.Module) -> None:
+    """Prepack a reloaded CPU MoE layer's experts into the grouped-GEMM layout its kernel reads.
+
+    vLLM 0.30 prepacks them only when the kernel is first built; on a weight update it copies the new
+    weights in plain layout and skips the prepack, so the CPU kernel read the updated experts as if packed
+    (generation diverged from an engine started from the same weights; tested)."""
+    method = getattr(module, "quant_method", None)
+    kernel = getattr(method, "moe_kernel", None)
+    experts = getattr(kernel, "fused_experts", None)
+    if experts is not None and type(experts).__name__ == "CPUUnquantizedExperts":
+        experts.process_weights_after_loading(module)
 
 
 INFER_COMPLETION_TOKENS = 4096  # room for new tokens when the caller gives no max_model_len

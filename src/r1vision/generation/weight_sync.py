@@ -23,6 +23,8 @@ from typing import Any
 
 import torch
 
+from r1vision.vision.hub_layout import to_hub
+
 # Projections vLLM loads into one fused layer: a sync sends all of a group or none of it.
 FUSED_GROUPS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
 _PEFT_PREFIX = "base_model.model."
@@ -126,6 +128,7 @@ def iter_sync_tensors(
     new tensor); other tensors are the live parameter data, valid until the next ``gather``.
     """
     gather = gather or (lambda params: contextlib.nullcontext())
+    model_type = str(getattr(getattr(model, "config", None), "model_type", ""))
     modules = None if full else sync_modules(model)
     lora = _lora_layers(model)
     inside: tuple[str, ...] = ()  # paths of LoRA layers already sent: their internals are not walked
@@ -154,4 +157,5 @@ def iter_sync_tensors(
             if modules is not None and module_of(clean) not in modules:
                 continue
             with gather([param]):
-                yield clean, param.data
+                # vLLM loads what a published checkpoint holds (Qwen3-VL-MoE experts: transposed)
+                yield clean, to_hub(model_type, clean, param.data)

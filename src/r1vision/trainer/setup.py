@@ -13,13 +13,11 @@ from r1vision.trainer.metrics_csv import MetricsCSVCallback
 from r1vision.trainer.preemption import PreemptionCallback
 from r1vision.trainer.validation import validate_dataset
 from r1vision.vision.budget import PixelBudget, apply_budget_to_processor, resolve_budget
-from r1vision.vision.family import is_vision_param, model_family_or_none
+from r1vision.vision.family import LM_LINEAR_NAMES, is_vision_param, model_family_or_none
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["freeze_vision_tower", "is_vision_param", "lora_config", "prepare_vision_training"]
-
-LM_LINEAR_NAMES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
 def freeze_vision_tower(model: Any) -> int:

@@ -36,8 +36,35 @@ FAMILIES: dict[str, FamilyInfo] = {
         FamilyInfo("qwen2_vl", 14, 2, "norm1000"),
         FamilyInfo("qwen2_5_vl", 14, 2, "pixels"),
         FamilyInfo("qwen3_vl", 16, 2, "norm1000"),
+        # Qwen3-VL's MoE sizes (30B-A3B, 235B-A22B): the same vision tower and box frame as Qwen3-VL.
+        FamilyInfo("qwen3_vl_moe", 16, 2, "norm1000"),
+        # Qwen3.5 (dense and MoE): a Qwen3-VL-style tower (16 px patches, 2x2 merge) before a hybrid text
+        # stack (3 gated-delta-net "linear attention" layers per full-attention layer).
+        FamilyInfo("qwen3_5", 16, 2, "norm1000"),
+        FamilyInfo("qwen3_5_moe", 16, 2, "norm1000"),
     )
 }
+
+# Families whose text stack is a mixture of experts: LoRA leaves their routers and routed experts alone
+# (see LM_LINEAR_NAMES) and the memory estimate counts total and active parameters apart.
+MOE_FAMILIES = frozenset({"qwen3_vl_moe", "qwen3_5_moe"})
+
+# The language model's linear layers that ``lora_target_modules: all-linear-lm`` adapts, by module name:
+# attention and MLP projections (in MoE models the shared expert's; routed experts are fused 3-D tensors,
+# not linear modules) and Qwen3.5's gated-delta-net projections. Routers (``mlp.gate``,
+# ``shared_expert_gate``) and the per-head decay/beta gates (``in_proj_a``/``in_proj_b``) are left out.
+LM_LINEAR_NAMES = (
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "o_proj",
+    "gate_proj",
+    "up_proj",
+    "down_proj",
+    "in_proj_qkv",
+    "in_proj_z",
+    "out_proj",
+)
 
 # The box frame of each family (the one fact SGG's box convention reads).
 FAMILY_BOX_FRAME = {name: f.box_frame for name, f in FAMILIES.items()}
@@ -52,7 +79,7 @@ def model_family_or_none(config: Any) -> str | None:
 
 
 def model_family(config: Any) -> str:
-    """``qwen2_vl`` / ``qwen2_5_vl`` / ``qwen3_vl`` from a model config (or its ``model_type``)."""
+    """The family (a key of :data:`FAMILIES`) from a model config (or its ``model_type``)."""
     model_type = config if isinstance(config, str) else getattr(config, "model_type", "")
     # Longest names first: "qwen2_5_vl" must not be read as "qwen2_vl" by a prefix test.
     for family in sorted(FAMILIES, key=len, reverse=True):

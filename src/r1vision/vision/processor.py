@@ -3,7 +3,7 @@
 transformers' stock ``Qwen2VLProcessor`` / ``Qwen2_5_VLProcessor`` / ``Qwen3VLProcessor`` require a video
 processor, and the video processor requires torchvision, which has no CPU build matching torch 2.13.
 These subclasses drop the video processor from the constructor (so ``from_pretrained`` does not try to
-load one) and are registered with ``AutoProcessor`` for the three model types when r1vision is imported,
+load one) and are registered with ``AutoProcessor`` for the Qwen-VL model types when r1vision is imported,
 so ``AutoProcessor.from_pretrained`` works for real Hub checkpoints and for our tiny models alike.
 
 The saved ``processor_config.json`` keeps the stock class name, so folders we write stay standard.
@@ -19,7 +19,10 @@ from transformers import (
     Qwen2_5_VLProcessor,
     Qwen2VLConfig,
     Qwen2VLProcessor,
+    Qwen3_5Config,
+    Qwen3_5MoeConfig,
     Qwen3VLConfig,
+    Qwen3VLMoeConfig,
     Qwen3VLProcessor,
 )
 
@@ -120,10 +123,14 @@ class ImageOnlyQwen3VLProcessor(_ImageOnlyMixin, Qwen3VLProcessor):
         )
 
 
+# Qwen3-VL-MoE and Qwen3.5 (dense, MoE) ship Qwen3-VL's processor (transformers' processing_auto agrees).
 PROCESSOR_CLASSES = {
     "qwen2_vl": ImageOnlyQwen2VLProcessor,
     "qwen2_5_vl": ImageOnlyQwen2_5_VLProcessor,
     "qwen3_vl": ImageOnlyQwen3VLProcessor,
+    "qwen3_vl_moe": ImageOnlyQwen3VLProcessor,
+    "qwen3_5": ImageOnlyQwen3VLProcessor,
+    "qwen3_5_moe": ImageOnlyQwen3VLProcessor,
 }
 
 
@@ -145,6 +152,9 @@ def register_processors() -> None:
         (Qwen2VLConfig, ImageOnlyQwen2VLProcessor),
         (Qwen2_5_VLConfig, ImageOnlyQwen2_5_VLProcessor),
         (Qwen3VLConfig, ImageOnlyQwen3VLProcessor),
+        (Qwen3VLMoeConfig, ImageOnlyQwen3VLProcessor),
+        (Qwen3_5Config, ImageOnlyQwen3VLProcessor),
+        (Qwen3_5MoeConfig, ImageOnlyQwen3VLProcessor),
     ):
         AutoProcessor.register(config_cls, proc_cls, exist_ok=True)
 

@@ -204,7 +204,9 @@ def test_format_modes_and_failures():
         assert lenient([None], [text])[0] == pytest.approx(lv), text
 
 
-@pytest.mark.parametrize("family", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl"])
+@pytest.mark.parametrize(
+    "family", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"]
+)
 def test_box_convention_round_trip_gives_max_reward(family):
     rows = synth_rows(4, seed=11, split="train", cfg=make_config("default"))
     budget = PixelBudget.for_family(family, max_pixels=512 * 28 * 28)
