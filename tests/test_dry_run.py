@@ -178,3 +178,23 @@ def test_use_cpu_in_any_spelling_targets_the_cpu(flags):
     result = plan("grpo", ["--config", str(RECIPES / "color_smoke.yaml"), "--model", "qwen2-vl-2b", *flags])
     assert not result.problems
     assert "weights loaded fp32" in "\n".join(result.lines)
+
+
+@pytest.mark.parametrize(
+    ("model", "family", "moe"),
+    [
+        ("Qwen/Qwen3-VL-30B-A3B-Instruct", "qwen3_vl_moe", "8 of 128 per token"),
+        ("Qwen/Qwen3.5-0.8B", "qwen3_5", None),
+        ("Qwen/Qwen3.6-35B-A3B", "qwen3_5_moe", "8 of 256 per token"),
+    ],
+)
+def test_newest_qwen_families_dry_run_offline(model, family, moe, capsys):
+    """The published Qwen3-VL-MoE / Qwen3.5 shapes resolve offline: family, Qwen3-VL's shipped pixel
+    budget (32 px per token side), and for MoE the active share; 35B-A3B full fine-tuning needs ZeRO-3 + more."""
+    code = cli_main(
+        ["grpo", "--config", "sgg_grpo", "--model", model, "--zero", "3", "--gpus", "8", "--dry-run"]
+    )
+    out = capsys.readouterr().out
+    assert f"(family {family}," in out and "factor 32" in out and f"{family} processor as shipped" in out
+    assert ("experts" in out) == bool(moe) and (moe is None or moe in out)
+    assert code == (0 if moe is None else 2)

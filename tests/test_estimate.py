@@ -196,6 +196,9 @@ def test_no_deepspeed_refuses_offload_in_one_line(capsys):
         ("qwen2.5-vl-7b", 8.29),
         ("qwen3-vl-4b", 4.44),
         ("qwen3-vl-8b", 8.77),
+        ("Qwen/Qwen3-VL-30B-A3B-Instruct", 31.07),
+        ("qwen3.5-0.8b", 0.85),
+        ("qwen3.6-35b-a3b", 35.11),
     ],
 )
 def test_builtin_shapes_match_published_sizes(name, billions):
@@ -204,7 +207,7 @@ def test_builtin_shapes_match_published_sizes(name, billions):
 
 
 def test_builtin_list_and_cli(capsys):
-    assert len(builtin_shapes()) == 6
+    assert len(builtin_shapes()) == 9
     assert main(["estimate-memory", "--model", "qwen2.5-vl-7b", "--gpus", "8", "--zero", "3", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["training"] == sum(
@@ -227,7 +230,7 @@ def test_builtin_list_and_cli(capsys):
 
 
 # (model, GPUs): three sizes, DeepSpeed's estimator run on the same model built on the meta device
-DS_CASES = [("qwen2-vl-2b", 8), ("qwen2.5-vl-3b", 4), ("qwen2.5-vl-7b", 7)]
+DS_CASES = [("qwen2-vl-2b", 8), ("qwen2.5-vl-3b", 4), ("qwen2.5-vl-7b", 7), ("qwen3-vl-30b-a3b", 8)]
 
 
 def _deepspeed_counts(name: str) -> tuple[int, int]:
@@ -295,3 +298,45 @@ def test_adapter_sync_peak_is_the_adapter_not_a_merged_layer():
         estimate(seven_b, TrainSetup(**base, lora_adapters=True)).sync_peak
         < estimate(seven_b, TrainSetup(**base)).sync_peak
     )
+
+
+@pytest.mark.parametrize(
+    ("name", "experts", "top_k"), [("qwen3-vl-30b-a3b", 128, 8), ("qwen3.6-35b-a3b", 256, 8)]
+)
+def test_moe_total_and_active_counts_and_the_gathered_experts(name, experts, top_k, capsys):
+    """'30B-A3B' / '35B-A3B': about 3 B of the language model's parameters are active per token, while every
+    expert is stored and trained (states follow the total) and ZeRO-3 gathers a layer's fused experts whole."""
+    config = load_model_config(name)
+    text = config.get_text_config()
+    shape = shape_of(config)
+    assert (shape.experts, shape.experts_per_token) == (experts, top_k)
+    assert 3.0e9 < shape.active_params - shape.vision_params < 3.6e9
+    one_layer_experts = experts * 3 * text.hidden_size * text.moe_intermediate_size  # gate, up, down
+    assert shape.largest_layer_params == one_layer_experts
+    est = estimate(shape, _setup(gpus=8, zero=3))
+    assert est.gathered == 4 * one_layer_experts
+    assert est.optimizer == 12 * shape.total_params // 8
+    assert main(["estimate-memory", "--model", name, "--gpus", "8"]) == 0
+    assert f"of {experts} experts" in capsys.readouterr().out
+
+
+def test_qwen3_5_cache_is_what_transformers_allocates(tiny_model):
+    """Qwen3.5 caches K and V in its full-attention layers only; its gated-delta-net layers hold a fixed
+    state per sequence. The estimate's cache equals the bytes of the cache the real model builds."""
+    import torch
+    from transformers import AutoModelForImageTextToText
+
+    path = tiny_model("qwen3_5")
+    shape = shape_of(load_model_config(path))
+    assert shape.kv_layers == shape.layers // 2 and shape.state_bytes_per_seq > 0  # tiny: 1 linear, 1 full
+    model = AutoModelForImageTextToText.from_pretrained(path, dtype=torch.bfloat16)
+    batch, length = 3, 17
+    cache = model(input_ids=torch.randint(0, 500, (batch, length)), use_cache=True).past_key_values
+    held = 0
+    for layer in cache.layers:
+        for value in vars(layer).values():
+            for t in value.values() if isinstance(value, dict) else [value]:
+                held += t.numel() * t.element_size() if torch.is_tensor(t) else 0
+    assert shape.kv_bytes(batch * length, batch) == held
+    published = shape_of(load_model_config("qwen3.5-0.8b"))
+    assert (published.kv_layers, published.layers) == (6, 24)

@@ -32,6 +32,10 @@ SHIPPED_PROCESSOR_BUDGET = {
     "qwen2_vl": {"min_pixels": 3136, "max_pixels": 12845056},
     "qwen2_5_vl": {"min_pixels": 3136, "max_pixels": 12845056},
     "qwen3_vl": {"size": {"shortest_edge": 65536, "longest_edge": 16777216}},
+    # Qwen3-VL-MoE and Qwen3.5 (dense, MoE) ship Qwen3-VL's image settings
+    "qwen3_vl_moe": {"size": {"shortest_edge": 65536, "longest_edge": 16777216}},
+    "qwen3_5": {"size": {"shortest_edge": 65536, "longest_edge": 16777216}},
+    "qwen3_5_moe": {"size": {"shortest_edge": 65536, "longest_edge": 16777216}},
 }
 GIB = 1024**3
 SERVER_SHARE = 0.9  # r1vision vllm-serve's default --gpu-memory-utilization
@@ -178,6 +182,12 @@ def plan(kind: str, argv: Sequence[str]) -> DryRun:
 
     model = _meta_model(model_config, config)
     shape = shape_of(model_config)
+    if shape.active_params:  # an MoE: memory follows the total, compute the active share
+        out.add(
+            "experts",
+            f"{shape.experts_per_token} of {shape.experts} per token: {shape.active_params / 1e9:.1f}B of "
+            f"{shape.total_params / 1e9:.1f}B parameters active; all stored, trained and sharded",
+        )
     text_tokens = int(getattr(config, "max_prompt_text_tokens", vllm_plan.DEFAULT_PROMPT_TEXT_TOKENS))
     if kind == "grpo":
         completion = int(config.max_completion_length)

@@ -3,7 +3,14 @@
 Parameter counts are exact: the model is built from its config on the ``meta`` device (no weights, no
 download) and its tensors counted. The config comes from a local folder, a ``config.json`` path, one of
 the built-in shapes under ``r1vision/data/model_shapes`` (Qwen2-VL-2B/7B, Qwen2.5-VL-3B/7B,
-Qwen3-VL-4B/8B; works offline) or, last, the Hub.
+Qwen3-VL-4B/8B, Qwen3-VL-30B-A3B, Qwen3.5-0.8B, Qwen3.6-35B-A3B (Qwen3.5-MoE architecture); works offline)
+or, last, the Hub.
+
+Mixture-of-experts models store, train and shard every expert (their memory follows the total count);
+activations follow the k experts a token runs through, and the report gives total and active counts.
+Under ZeRO-3 a layer's fused experts are one module, gathered whole. Qwen3.5's hybrid stack caches
+keys and values in its full-attention layers only; its gated-delta-net layers keep a fixed state per
+sequence instead.
 
 The memory model follows DeepSpeed's own estimator for model states
 (``estimate_zero2/3_model_states_mem_needs``; a test keeps the two within 5 %), per trainable parameter
@@ -48,12 +55,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from r1vision.vision.family import is_vision_param
+from r1vision.vision.family import LM_LINEAR_NAMES, is_vision_param
 
 GIB = 1024**3
 OVERHEAD_BYTES = 2 * GIB
 CARDS_GB = (24, 80)
-LM_LINEAR_NAMES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 SHAPE_ALIASES = {
     "qwen/qwen2-vl-2b-instruct": "qwen2-vl-2b",
     "qwen/qwen2-vl-7b-instruct": "qwen2-vl-7b",
@@ -61,6 +67,9 @@ SHAPE_ALIASES = {
     "qwen/qwen2.5-vl-7b-instruct": "qwen2.5-vl-7b",
     "qwen/qwen3-vl-4b-instruct": "qwen3-vl-4b",
     "qwen/qwen3-vl-8b-instruct": "qwen3-vl-8b",
+    "qwen/qwen3-vl-30b-a3b-instruct": "qwen3-vl-30b-a3b",
+    "qwen/qwen3.5-0.8b": "qwen3.5-0.8b",
+    "qwen/qwen3.6-35b-a3b": "qwen3.6-35b-a3b",
 }
 
 
@@ -85,6 +94,21 @@ class ModelShape:
     merge_size: int = 2
     largest_layer_params: int = 0  # DeepSpeed's "largest layer": the module with most direct params
     lm_head_params: int = 0  # 0 when tied to the embedding
+    # Mixture of experts: parameters one token runs through (0: all, a dense model), and the routed experts
+    active_params: int = 0
+    experts: int = 0
+    experts_per_token: int = 0
+    # Hybrid stacks (Qwen3.5): decoder layers with a KV cache (0: all), and the fixed per-sequence state of
+    # the others (gated delta net: fp32 recurrent state + the causal convolution's window)
+    kv_layers: int = 0
+    state_bytes_per_seq: int = 0
+
+    def kv_bytes(self, tokens: int, sequences: int) -> int:
+        """A bf16 KV cache of ``tokens`` tokens over ``sequences`` sequences, linear-attention states included."""
+        return (
+            2 * (self.kv_layers or self.layers) * self.kv_dim * 2 * tokens
+            + self.state_bytes_per_seq * sequences
+        )
 
 
 @dataclass(frozen=True)
@@ -238,6 +262,27 @@ def shape_of(config: Any) -> ModelShape:
     text = config.get_text_config()
     vc = config.vision_config
     head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+    intermediate = getattr(text, "intermediate_size", 0) or 0
+    # Routed experts (transformers 5 fuses each layer's experts into one ``experts`` module of 3-D tensors):
+    # a token runs through k of E, so per token k/E of them are active and the MLP is k experts wide.
+    n_experts, top_k = getattr(text, "num_experts", 0) or 0, getattr(text, "num_experts_per_tok", 0) or 0
+    active = 0
+    if n_experts and top_k:
+        routed = sum(p.numel() for n, p in model.named_parameters() if ".experts." in f".{n}")
+        active = total - routed + routed * top_k // n_experts
+        intermediate = top_k * text.moe_intermediate_size + (
+            getattr(text, "shared_expert_intermediate_size", 0) or 0
+        )
+    layer_types = list(getattr(text, "layer_types", None) or [])
+    kv_layers = sum(t == "full_attention" for t in layer_types) if "linear_attention" in layer_types else 0
+    state = 0
+    if kv_layers:  # gated delta net: fp32 (num_v_heads, k_dim, v_dim) state + bf16 conv window per layer
+        k_dim, v_dim = text.linear_key_head_dim, text.linear_value_head_dim
+        conv_channels = 2 * text.linear_num_key_heads * k_dim + text.linear_num_value_heads * v_dim
+        per_layer = (
+            4 * text.linear_num_value_heads * k_dim * v_dim + 2 * conv_channels * text.linear_conv_kernel_dim
+        )
+        state = per_layer * (len(layer_types) - kv_layers)
     vision_hidden = getattr(vc, "embed_dim", None) or vc.hidden_size  # Qwen2-VL names its width embed_dim
     vision_inter = getattr(vc, "intermediate_size", None) or int(vision_hidden * getattr(vc, "mlp_ratio", 4))
     return ModelShape(
@@ -248,7 +293,7 @@ def shape_of(config: Any) -> ModelShape:
         largest_block_params=largest,
         hidden=text.hidden_size,
         layers=text.num_hidden_layers,
-        intermediate=text.intermediate_size,
+        intermediate=intermediate,
         kv_dim=text.num_key_value_heads * head_dim,
         vocab=text.vocab_size,
         vision_hidden=vision_hidden,
@@ -258,6 +303,11 @@ def shape_of(config: Any) -> ModelShape:
         merge_size=vc.spatial_merge_size,
         largest_layer_params=largest_layer,
         lm_head_params=lm_head,
+        active_params=active,
+        experts=n_experts if active else 0,
+        experts_per_token=top_k if active else 0,
+        kv_layers=kv_layers,
+        state_bytes_per_seq=state,
     )
 
 
@@ -366,7 +416,7 @@ def estimate(shape: ModelShape, setup: TrainSetup) -> MemoryEstimate:
         logits = setup.batch * seq * shape.vocab * (2 + 4 + 4)
 
     kv_tokens = setup.vllm_kv_tokens or setup.batch * seq
-    kv = 2 * shape.layers * shape.kv_dim * 2 * kv_tokens  # K and V, bf16
+    kv = shape.kv_bytes(kv_tokens, max(1, kv_tokens // seq))  # K and V, bf16
     layer = shape.largest_layer_params or shape.largest_block_params
     sync_peak = generation_peak = 0
     if setup.generation.startswith("vllm"):
@@ -378,7 +428,7 @@ def estimate(shape: ModelShape, setup: TrainSetup) -> MemoryEstimate:
     else:
         # HF generation of batch sequences: the KV cache grows to prompt + completion per sequence; under
         # ZeRO-3 TRL gathers the whole model (bf16) for it
-        gen_kv = 2 * shape.layers * shape.kv_dim * 2 * setup.batch * seq
+        gen_kv = shape.kv_bytes(setup.batch * seq, setup.batch)
         generation_peak = gen_kv + (2 * p - 2 * stored // n if zero3 else 0)  # FSDP2: per block, in gathered
     return MemoryEstimate(
         weights=weights,
@@ -413,9 +463,12 @@ def report(shape: ModelShape, setup: TrainSetup, est: MemoryEstimate) -> str:
         adam = "AdamW: fp32 master + 2 moments"
     else:
         adam = f"AdamW: 2 moments in {'fp32' if setup.lora_r or setup.weight_bytes == 4 else 'bf16'}"
+    moe = ""
+    if shape.active_params:
+        moe = f", {shape.active_params / 1e9:.2f}B active per token: {shape.experts_per_token} of {shape.experts} experts"
     lines = [
         f"model       {shape.name}: {shape.total_params / 1e9:.2f}B params "
-        f"({shape.vision_params / 1e9:.2f}B vision), trainable {est.trainable_params / 1e9:.3f}B",
+        f"({shape.vision_params / 1e9:.2f}B vision{moe}), trainable {est.trainable_params / 1e9:.3f}B",
         f"setup       {setup.gpus} GPU(s), {layout}{' + offload' if setup.offload else ''}, "
         f"weights {'bf16' if setup.weight_bytes == 2 else 'fp32'} as loaded, generation {setup.generation}"
         f"{f', LoRA r={setup.lora_r}' if setup.lora_r else ''}, batch {setup.batch} x {seq} tokens "
