@@ -21,6 +21,7 @@ import pytest
 
 from r1vision.estimate import TrainSetup, estimate, load_model_config, shape_of
 from r1vision.trainer.distributed import LAYOUT_FILE, launch_command
+from r1vision.trainer.sample_log import read_samples
 from tests.helpers.launch import launch_env, run_launched
 from tests.helpers.paths import ROOT
 
@@ -261,6 +262,8 @@ def test_zero3_sft_resume_matches_uninterrupted_run(setup):
     assert any(not torch.equal(step2[k], want[k]) for k in want)  # step 3 really trained
     for key in want:  # resuming from step 2 reproduces step 3 of the uninterrupted run
         assert torch.allclose(want[key].float(), got[key].float(), atol=1e-5), key
+    # on the same rows: step 3's hash of the row indices both ranks trained on
+    assert read_samples(resumed) == {3: read_samples(full)[3]}
 
 
 @pytest.mark.slow
@@ -458,6 +461,11 @@ def test_a_checkpoint_resumes_on_another_process_count_with_the_same_global_batc
             [want[s] for s in "34"], abs=1e-5
         )
         _same_weights(whole / "model.safetensors", resumed / "model.safetensors")
+        # the rows of each step, gathered over the processes and hashed: the same data order on either layout
+        rows = read_samples(whole)
+        assert sorted(rows) == [1, 2, 3, 4] and read_samples(resumed) == {3: rows[3], 4: rows[4]}
+    assert read_samples(root / "lay_1") == read_samples(root / "lay_2")  # 1 process vs 2: same steps
+    assert len(set(read_samples(root / "lay_1").values())) == 4  # and the steps differ from each other
 
     other = args(
         root / "lay_other",

@@ -30,6 +30,7 @@ from r1vision.trainer.config import VisionGRPOConfig
 from r1vision.trainer.dynamic_sampling import groups_with_spread, merge_rounds, reserve_indices
 from r1vision.trainer.logline import use_compact_log
 from r1vision.trainer.output import FinalOutputMixin
+from r1vision.trainer.sample_log import ROW_INDEX, with_row_index
 from r1vision.trainer.setup import VisionSetupMixin, drop_vision_input_grad_hooks
 from r1vision.trainer.validation import prompt_texts, row_label
 from r1vision.vision.images import images_of_row, vision_columns, with_vision_columns
@@ -63,8 +64,8 @@ class VisionGRPOTrainer(FinalOutputMixin, CheckpointRenameMixin, VisionSetupMixi
             model, args, processing_class, peft_config, callbacks, [train_dataset, eval_dataset]
         )
         processing_class.tokenizer.padding_side = "left"  # GRPO generates from left-padded prompts
-        train_dataset = _with_row_index(train_dataset)
-        eval_dataset = _with_row_index(eval_dataset)
+        train_dataset = with_row_index(train_dataset)
+        eval_dataset = with_row_index(eval_dataset)
 
         generation: contextlib.AbstractContextManager = contextlib.nullcontext()
         if args.use_vllm:  # TRL builds its vLLM backend in __init__: hand it our VLM-aware subclass
@@ -130,6 +131,8 @@ class VisionGRPOTrainer(FinalOutputMixin, CheckpointRenameMixin, VisionSetupMixi
     def _generate_round(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         """TRL's generation and scoring of one local batch, with images prepared and our advantages."""
         inputs = [self._prepare_vision_row(row) for row in inputs]
+        if self.model.training and self._sample_log is not None:
+            self._sample_log.record([row[ROW_INDEX] for row in inputs if row.get(ROW_INDEX) is not None])
         self._batch_labels = [row_label(row, row.get("row_index")) for row in inputs]
         output = super()._generate_and_score_completions(inputs)
         if self._last_rewards_per_func is not None:
@@ -321,12 +324,3 @@ def _count_token(ids: Any, token_id: int) -> int:
     if isinstance(ids, list):
         return ids.count(token_id)  # C loop; a Python generator costs ~40 ns per token (1k-token prompts)
     return int((torch.as_tensor(ids) == token_id).sum())
-
-
-def _with_row_index(dataset: Any) -> Any:
-    """Add a ``row_index`` column (names rows in errors, keys the image cache); cheap for Arrow datasets."""
-    if dataset is None or isinstance(dataset, dict) or not hasattr(dataset, "add_column"):
-        return dataset
-    if "row_index" in getattr(dataset, "column_names", []) or not hasattr(dataset, "__len__"):
-        return dataset
-    return dataset.add_column("row_index", list(range(len(dataset))))

@@ -11,6 +11,7 @@ from typing import Any
 
 from r1vision.trainer.metrics_csv import MetricsCSVCallback
 from r1vision.trainer.preemption import PreemptionCallback
+from r1vision.trainer.sample_log import SampleLogCallback
 from r1vision.trainer.validation import validate_dataset
 from r1vision.vision.budget import PixelBudget, apply_budget_to_processor, resolve_budget
 from r1vision.vision.family import LM_LINEAR_NAMES, is_vision_param, model_family_or_none
@@ -120,6 +121,7 @@ def prepare_vision_training(
     if args.metrics_csv:
         callbacks.append(MetricsCSVCallback(os.path.join(args.output_dir, "metrics.csv")))
     callbacks.append(PreemptionCallback())  # a signal stops the run at a step boundary with a checkpoint
+    callbacks.append(SampleLogCallback())  # which rows each step trained on (r1vision_samples.jsonl)
     return VisionSetup(family, processor, budget, peft_config, callbacks)
 
 
@@ -148,6 +150,8 @@ class VisionSetupMixin:
         """TRL's ``__init__`` (the next class in the MRO) with the prepared arguments, then the optional
         vision-tower freeze, which needs the model TRL has loaded."""
         super().__init__(args=args, **trl_kwargs)  # type: ignore[call-arg]
+        callbacks = self.callback_handler.callbacks  # type: ignore[attr-defined]
+        self._sample_log = next((c for c in callbacks if isinstance(c, SampleLogCallback)), None)
         if args.freeze_vision_tower:
             freeze_vision_tower(self.model)  # type: ignore[attr-defined]
 

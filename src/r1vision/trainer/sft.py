@@ -9,12 +9,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import torch
 from trl import SFTTrainer
 
 from r1vision.trainer.checkpoint import CheckpointRenameMixin
 from r1vision.trainer.config import VisionSFTConfig
 from r1vision.trainer.logline import use_compact_log
 from r1vision.trainer.output import FinalOutputMixin
+from r1vision.trainer.sample_log import ROW_INDEX, with_row_index
 from r1vision.trainer.setup import VisionSetupMixin, drop_vision_input_grad_hooks
 from r1vision.trainer.validation import check_sequence_lengths
 from r1vision.vision.budget import PixelBudget
@@ -32,13 +34,18 @@ class BudgetedImageCollator:
         self.image_root = image_root
 
     def __call__(self, examples: list[dict[str, Any]]) -> dict[str, Any]:
-        prepared = []
+        prepared, indices = [], []
         for row in examples:
             raw = images_of_row(row)
-            new = {k: v for k, v in row.items() if k not in ("image", "images")}
+            new = {k: v for k, v in row.items() if k not in ("image", "images", ROW_INDEX)}
             new["images"] = [fit_to_budget(load_image(v, self.image_root), self.budget) for v in raw]
             prepared.append(new)
-        return self.inner(prepared)
+            if row.get(ROW_INDEX) is not None:
+                indices.append(int(row[ROW_INDEX]))
+        batch = self.inner(prepared)
+        if len(indices) == len(examples):  # travels with the batch; compute_loss takes it off
+            batch[ROW_INDEX] = torch.tensor(indices)
+        return batch
 
 
 class VisionSFTTrainer(FinalOutputMixin, CheckpointRenameMixin, VisionSetupMixin, SFTTrainer):
@@ -58,6 +65,7 @@ class VisionSFTTrainer(FinalOutputMixin, CheckpointRenameMixin, VisionSetupMixin
         **kwargs: Any,
     ) -> None:
         args = args or VisionSFTConfig(output_dir="outputs/sft")
+        train_dataset = with_row_index(train_dataset)
         processing_class, peft_config, callbacks = self._prepare_vision(
             model, args, processing_class, peft_config, callbacks, [train_dataset, eval_dataset]
         )
@@ -86,3 +94,17 @@ class VisionSFTTrainer(FinalOutputMixin, CheckpointRenameMixin, VisionSetupMixin
         drop_vision_input_grad_hooks(self.model)
         if getattr(self, "_is_vision_dataset", False) and self.pixel_budget is not None:
             self.data_collator = BudgetedImageCollator(self.data_collator, self.pixel_budget, args.image_root)
+
+    def _set_signature_columns_if_needed(self) -> None:
+        """TRL keeps the columns its collator reads; the row index travels too (see compute_loss)."""
+        super()._set_signature_columns_if_needed()
+        vision = getattr(self, "_is_vision_dataset", False)  # text rows go through TRL's tokenizing map
+        if vision and self._signature_columns is not None and ROW_INDEX not in self._signature_columns:
+            self._signature_columns = [*self._signature_columns, ROW_INDEX]
+
+    def compute_loss(self, model: Any, inputs: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        """TRL's loss, after taking the rows' indices off the batch (recorded for the sample log in training)."""
+        indices = inputs.pop(ROW_INDEX, None)
+        if indices is not None and model.training and self._sample_log is not None:
+            self._sample_log.record(indices)
+        return super().compute_loss(model, inputs, *args, **kwargs)
