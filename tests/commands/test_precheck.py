@@ -219,7 +219,7 @@ def test_image_path_leaving_the_dataset_folder_is_refused_by_row(color_dir, tmp_
     data = tmp_path / "escape"
     data.mkdir()
     (data / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    for read in (lambda: load_rows(str(data)), lambda: read_json_lines(locate(str(data)))):
+    for read in (lambda: load_rows(str(data)), lambda: list(read_json_lines(locate(str(data))))):
         with pytest.raises(DatasetLoadError, match="row 3: image path '../../etc/passwd' leads outside"):
             read()
 

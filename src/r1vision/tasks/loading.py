@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -215,43 +215,41 @@ def load_rows(source: str | Path, split: str = "train", required: Sequence[str] 
     return dataset
 
 
-def read_json_lines(where: Located) -> list[dict[str, Any]] | None:
-    """The rows of ``where`` read straight from JSON-lines files, or None when it is not such a source.
+def read_json_lines(where: Located) -> Iterator[dict[str, Any]] | None:
+    """The rows of ``where`` read straight from JSON-lines files, one at a time, or None when it is not such
+    a source.
 
-    A fast path for readers that only iterate rows (evaluation): no ``datasets`` import, no Arrow cache.
-    Rows are what :func:`load_rows` yields for the same files: every row has every column (None where a
-    line lacks it) and local image paths are absolute. Column types are not unified across rows as
-    Arrow does (an integer stays an integer next to floats).
+    A fast path for readers that only iterate rows (evaluation): no ``datasets`` import, no Arrow cache, and
+    memory flat in the number of rows. Local image paths are absolute, as :func:`load_rows` makes them; a
+    row lacks the columns its line lacks (read them with ``.get``), and column types are not unified across
+    rows as Arrow does (an integer stays an integer next to floats).
     """
 
     if where.kind != "files" or not where.files or any(f.suffix != ".jsonl" for f in where.files):
         return None
-    rows: list[dict[str, Any]] = []
-    columns: dict[str, None] = {}
-    for file in where.files:
-        with open(file, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = loads(line)
-                except ValueError as exc:
-                    raise DatasetLoadError(f"{file}:{number}: not a JSON line ({exc})") from exc
-                if not isinstance(row, dict):
-                    raise DatasetLoadError(f"{file}:{number}: a row must be a JSON object")
-                columns.update(dict.fromkeys(row))
-                rows.append(row)
-    if not rows:
-        raise DatasetLoadError(f"{where.files[0]}: split {where.split!r} is empty (no rows)")
-    root = where.files[0].parent
-    for index, row in enumerate(rows):
-        if len(row) != len(columns):
-            for c in columns:
-                row.setdefault(c, None)
-        for c in ("image", "images"):
-            if c in row:
-                row[c] = _absolute_path(row[c], root, index)
-    return rows
+
+    def rows() -> Iterator[dict[str, Any]]:
+        root, index = where.files[0].parent, 0
+        for file in where.files:
+            with open(file, encoding="utf-8") as handle:
+                for number, line in enumerate(handle, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        row = loads(line)
+                    except ValueError as exc:
+                        raise DatasetLoadError(f"{file}:{number}: not a JSON line ({exc})") from exc
+                    if not isinstance(row, dict):
+                        raise DatasetLoadError(f"{file}:{number}: a row must be a JSON object")
+                    for c in ("image", "images"):
+                        if c in row:
+                            row[c] = _absolute_path(row[c], root, index)
+                    index += 1
+                    yield row
+        if not index:
+            raise DatasetLoadError(f"{where.files[0]}: split {where.split!r} is empty (no rows)")
+
+    return rows()
 
 
 # Set (to 1) by ``--allow_external_paths`` on any command (r1vision.cli), so launched workers inherit it.

@@ -125,3 +125,51 @@ def test_evaluation_imports_neither_scipy_nor_the_rewards() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == ["[]", "True"]
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_lazy_entries_from_a_file_read_in_small_blocks(tmp_path, monkeypatch, newline) -> None:
+    """The file is scanned a block at a time (blocks and window of a few bytes here, so entries, keys and
+    multi-byte characters straddle block ends) and only byte spans are kept: the same entries as the text."""
+    from r1vision.tasks.sgg import predictions
+
+    data = {
+        "img1": {"names": ["é}", "人"], "relation_tuples": [["a", [0, 0, 1, 1], "b", [1, 1, 2, 2], "on"]]},
+        "im\u00e9 2": {"s": "😀 } }, {", "n": 12345678901234567890},
+        "meta": [1, 2, {"x": "}"}],
+        "img3": {},
+    }
+    text = json.dumps(data, indent=2, ensure_ascii=False).replace("\n", newline)
+    (tmp_path / "p.json").write_bytes(text.encode("utf-8"))
+    monkeypatch.setattr(predictions._Window, "BLOCK", 7)
+    monkeypatch.setattr(predictions.LazyEntries, "WINDOW", 5)
+    lazy = LazyEntries.from_file(tmp_path / "p.json")
+    assert lazy._text is None and list(lazy) == ["img1", "im\u00e9 2", "img3"] and lazy.other_keys == {"meta"}
+    for key in lazy:
+        assert lazy[key] == dict(data[key], image_id=key)
+    (tmp_path / "dup.json").write_text('{"a": {"x": 1},\n "a": {"x": 2}}')
+    with pytest.raises(ValueError, match="appears twice"):
+        LazyEntries.from_file(tmp_path / "dup.json")
+
+
+@pytest.mark.parametrize("compat", [None, "r1sgg"])
+def test_chunked_evaluation_gives_the_same_metrics(monkeypatch, compat) -> None:
+    """Recall and box AP are computed a chunk of images at a time (memory flat in the dataset size); the
+    chunk boundaries change nothing: chunks of 1 and 3 images give exactly the metrics of one chunk."""
+    from r1vision.tasks.sgg import bbox_ap
+    from r1vision.tasks.sgg import evaluate as ev
+    from tests.helpers.paths import ROOT
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    from bench_sgg_eval import PREDICATES, make_set
+
+    rows, preds = make_set(40, seed=3)
+    got = []
+    for chunk in (10**6, 3, 1):
+        monkeypatch.setattr(ev._Collector, "CHUNK", chunk)
+        monkeypatch.setattr(bbox_ap.BoxAP, "CHUNK", chunk)
+        records: list = []
+        got.append((evaluate_sgg(rows, preds, compat, split="train", predicates=PREDICATES, records=records),
+                    records))  # fmt: skip
+    assert got[0][0]["R@50"] > 0 and got[0][0]["AP"] > 0
+    assert got[1] == got[0] and got[2] == got[0]

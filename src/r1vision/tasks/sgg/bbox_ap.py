@@ -81,7 +81,11 @@ def _pair_iou(d: np.ndarray, g: np.ndarray) -> np.ndarray:
 
 
 class BoxAP:
-    """Box AP of many images, matched all at once: images are added one by one, :meth:`result` scores."""
+    """Box AP of many images: images are added one by one and matched a chunk at a time (matching never
+    looks past an image), keeping per detection only its category, image and matched flags, so memory stays
+    flat in the number of images; :meth:`result` scores."""
+
+    CHUNK = 4096  # images matched together: large enough to vectorise, small enough to stay flat
 
     def __init__(self, first_box_numbered_zero: bool = False) -> None:
         # R1-SGG numbers its COCO ground-truth annotations from 0, and pycocotools takes an annotation id of
@@ -90,13 +94,21 @@ class BoxAP:
         self.first_box_numbered_zero = first_box_numbered_zero
         self.codes: dict[str, int] = {}
         self.image_ids: list[str] = []
+        self.zero_image: int | None = None  # the image holding the box numbered 0 (compat mode)
+        self._reset_chunk()
+        self.n_gt = np.zeros(0, dtype=np.int64)  # GT boxes per category code
+        self.det_cat: list[np.ndarray] = []  # matched chunks: kept detections' category, image, flags
+        self.det_img: list[np.ndarray] = []
+        self.matched: list[np.ndarray] = []
+
+    def _reset_chunk(self) -> None:
+        self.first = len(self.image_ids)  # the first image of the chunk
         self.g_cat: list[int] = []
-        self.g_img: list[int] = []
+        self.g_img: list[int] = []  # image numbers inside the chunk
         self.g_boxes: list[np.ndarray] = []
         self.d_cat: list[int] = []
         self.d_img: list[int] = []
         self.d_boxes: list[np.ndarray] = []
-        self.zero_image: int | None = None  # the image holding the box numbered 0 (compat mode)
 
     def add(
         self,
@@ -113,53 +125,76 @@ class BoxAP:
         if first_of_dataset and len(gt_cats):
             self.zero_image = image
         self.image_ids.append(str(image_id))
+        local = image - self.first
         self.g_cat.extend([code(c, len(self.codes)) for c in gt_cats])
-        self.g_img.extend([image] * len(gt_cats))
+        self.g_img.extend([local] * len(gt_cats))
         self.g_boxes.append(np.asarray(gt_boxes, dtype=np.float64).reshape(-1, 4))
         self.d_cat.extend([code(c, len(self.codes)) for c in det_cats])
-        self.d_img.extend([image] * len(det_cats))
+        self.d_img.extend([local] * len(det_cats))
         self.d_boxes.append(np.asarray(det_boxes, dtype=np.float64).reshape(-1, 4))
+        if local + 1 >= self.CHUNK:
+            self._match_chunk()
+
+    def _match_chunk(self) -> None:
+        """Match the chunk's detections (pycocotools' greedy rule, per image and category) and keep flags."""
+        n_cat = len(self.codes)
+        g_cat, g_img = np.array(self.g_cat, dtype=np.int64), np.array(self.g_img, dtype=np.int64)
+        counts = np.bincount(g_cat, minlength=n_cat)
+        self.n_gt = np.r_[self.n_gt, np.zeros(n_cat - len(self.n_gt), dtype=np.int64)] + counts
+        d_cat, d_img = np.array(self.d_cat, dtype=np.int64), np.array(self.d_img, dtype=np.int64)
+        if len(d_cat):
+            g_box = np.concatenate(self.g_boxes) if self.g_boxes else np.zeros((0, 4))
+            d_box = np.concatenate(self.d_boxes)
+            # at most MAX_DETS per image and category: the first ones in rank order
+            key = d_img * n_cat + d_cat
+            order = np.argsort(key, kind="stable")
+            starts = np.r_[0, np.flatnonzero(np.diff(key[order])) + 1]
+            rank = np.empty(len(key), dtype=np.int64)
+            rank[order] = np.arange(len(key)) - np.repeat(starts, np.diff(np.r_[starts, len(key)]))
+            keep = rank < MAX_DETS
+            d_cat, d_img, d_box, key = d_cat[keep], d_img[keep], d_box[keep], key[keep]
+            # each detection against the GT boxes of its image and category
+            g_order = np.argsort(g_img * n_cat + g_cat, kind="stable")
+            g_key = (g_img * n_cat + g_cat)[g_order]
+            lo = np.searchsorted(g_key, key, "left")
+            count = np.searchsorted(g_key, key, "right") - lo
+            pd = np.repeat(np.arange(len(key)), count)
+            pg = g_order[
+                np.repeat(lo, count) + np.arange(len(pd)) - np.repeat(np.cumsum(count) - count, count)
+            ]
+            ious = _pair_iou(d_box[pd], g_box[pg])
+            limits = np.minimum(THRESHOLDS, 1 - 1e-10)
+            best = np.full(len(key), -1.0)
+            np.maximum.at(best, pd, ious)
+            # no box wanted by two detections: each detection gets its best box whenever it qualifies
+            matched = best[None, :] >= limits[:, None]
+            wanted = np.bincount(pg[ious >= limits[0]], minlength=len(g_cat))
+            slow = set(np.unique(g_img[wanted > 1]).tolist())
+            zero_here = self.zero_image is not None and self.zero_image >= self.first
+            zero_local = self.zero_image - self.first if zero_here else None  # type: ignore[operator]
+            if self.first_box_numbered_zero and zero_local is not None:
+                slow.add(zero_local)
+            for image in sorted(slow):  # the others: greedy matching in rank order
+                dets, gts = np.flatnonzero(d_img == image), np.flatnonzero(g_img == image)
+                same = d_cat[dets][:, None] == g_cat[gts][None, :]
+                uncredited = 0 if self.first_box_numbered_zero and image == zero_local else None
+                matched[:, dets] = _match(np.where(same, _iou(d_box[dets], g_box[gts]), -1.0), uncredited)
+            self.det_cat.append(d_cat.astype(np.int32))
+            self.det_img.append((d_img + self.first).astype(np.int32))
+            self.matched.append(matched)
+        self._reset_chunk()
 
     def result(self) -> dict[str, float]:
         """``{"AP", "AP50", "AP75"}`` (fractions)."""
-        if not self.g_cat:
+        self._match_chunk()
+        if not self.n_gt.sum():
             return {"AP": 0.0, "AP50": 0.0, "AP75": 0.0}
-        n_cat = len(self.codes)
-        g_cat, g_img = np.array(self.g_cat, dtype=np.int64), np.array(self.g_img, dtype=np.int64)
-        d_cat, d_img = np.array(self.d_cat, dtype=np.int64), np.array(self.d_img, dtype=np.int64)
-        g_box, d_box = np.concatenate(self.g_boxes), np.concatenate(self.d_boxes)
-        n_gt = np.bincount(g_cat, minlength=n_cat)
-        # at most MAX_DETS per image and category: the first ones in rank order
-        key = d_img * n_cat + d_cat
-        order = np.argsort(key, kind="stable")
-        starts = np.r_[0, np.flatnonzero(np.diff(key[order])) + 1]
-        rank = np.empty(len(key), dtype=np.int64)
-        rank[order] = np.arange(len(key)) - np.repeat(starts, np.diff(np.r_[starts, len(key)]))
-        keep = rank < MAX_DETS
-        d_cat, d_img, d_box, key = d_cat[keep], d_img[keep], d_box[keep], key[keep]
-        # each detection against the GT boxes of its image and category
-        g_order = np.argsort(g_img * n_cat + g_cat, kind="stable")
-        g_key = (g_img * n_cat + g_cat)[g_order]
-        lo = np.searchsorted(g_key, key, "left")
-        count = np.searchsorted(g_key, key, "right") - lo
-        pd = np.repeat(np.arange(len(key)), count)
-        pg = g_order[np.repeat(lo, count) + np.arange(len(pd)) - np.repeat(np.cumsum(count) - count, count)]
-        ious = _pair_iou(d_box[pd], g_box[pg])
-        limits = np.minimum(THRESHOLDS, 1 - 1e-10)
-        best = np.full(len(key), -1.0)
-        np.maximum.at(best, pd, ious)
-        # no box wanted by two detections: each detection gets its best box whenever it qualifies
-        matched = best[None, :] >= limits[:, None]
-        wanted = np.bincount(pg[ious >= limits[0]], minlength=len(g_cat))
-        slow = set(np.unique(g_img[wanted > 1]).tolist())
-        zero = 0 if self.first_box_numbered_zero and self.zero_image is not None else None
-        if zero is not None:
-            slow.add(self.zero_image)
-        for image in sorted(slow):  # the others: greedy matching in rank order
-            dets, gts = np.flatnonzero(d_img == image), np.flatnonzero(g_img == image)
-            same = d_cat[dets][:, None] == g_cat[gts][None, :]
-            uncredited = zero if image == self.zero_image else None
-            matched[:, dets] = _match(np.where(same, _iou(d_box[dets], g_box[gts]), -1.0), uncredited)
+        d_cat = np.concatenate(self.det_cat).astype(np.int64) if self.det_cat else np.zeros(0, np.int64)
+        d_img = np.concatenate(self.det_img).astype(np.int64) if self.det_img else np.zeros(0, np.int64)
+        matched = (
+            np.concatenate(self.matched, axis=1) if self.matched else np.zeros((len(THRESHOLDS), 0), bool)
+        )
+        n_gt = np.r_[self.n_gt, np.zeros(len(self.codes) - len(self.n_gt), dtype=np.int64)]
         position = np.empty(len(self.image_ids), dtype=np.int64)  # pycocotools sorts images by string id
         position[sorted(range(len(self.image_ids)), key=self.image_ids.__getitem__)] = np.arange(
             len(position)

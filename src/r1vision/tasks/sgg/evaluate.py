@@ -41,7 +41,7 @@ import functools
 import gc
 import sys
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -55,7 +55,13 @@ from r1vision.tasks.sgg.categories import load_vocabulary, zero_shot_triplets
 from r1vision.tasks.sgg.data import image_size
 from r1vision.tasks.sgg.labels import normalize_object, normalize_predicate
 from r1vision.tasks.sgg.parse import name_of
-from r1vision.tasks.sgg.predictions import LazyEntries, PredGraph, read_predictions, to_pred_graph
+from r1vision.tasks.sgg.predictions import (
+    LazyEntries,
+    LazyRecords,
+    PredGraph,
+    read_predictions,
+    to_pred_graph,
+)
 from r1vision.vision.budget import PixelBudget
 from r1vision.vision.records import PredictionMismatchError
 
@@ -108,12 +114,29 @@ class _Normalized(dict):
 class _Collector:
     """Flat arrays of every evaluated image's GT relations and ranked candidates for :mod:`recall`."""
 
-    def __init__(self, compat: bool, predicates: Sequence[str], k_max: int) -> None:
-        self.compat, self.k_max = compat, k_max
+    CHUNK = 4096  # images whose recall is computed together (each image's values depend on it alone)
+
+    def __init__(
+        self, compat: bool, predicates: Sequence[str], k_max: int, zero_shot: set, ks: Sequence[int]
+    ) -> None:
+        self.compat, self.k_max, self.zero_shot, self.ks = compat, k_max, zero_shot, list(ks)
         self.fill_predicates = [_refine(q) for q in predicates]
         self.fill_column = {q: i for i, q in reversed(list(enumerate(self.fill_predicates)))}
         self.triplets: dict[tuple[str, str, str], int] = {}  # label triplet -> code
-        self.n_images = 0
+        self.pred_names: dict[str, int] = {}  # predicate -> code, in the order triplets meet them
+        self.trip_pred: list[int] = []  # per triplet code, its predicate code
+        self.trip_zs: list[bool] = []  # per triplet code, whether it is zero-shot
+        self.first_image: dict[int, int] = {}  # predicate code -> first image (evaluation order) with it
+        self.done = 0  # images whose recall is computed
+        # per ranking (constrained, unconstrained) and K: recall per image, zero-shot recall per image,
+        # {predicate code: recall per image}, as lists of per-chunk arrays
+        self.parts: list[dict[int, tuple[list, list, dict[int, list]]]] = [
+            {k: ([], [], {}) for k in self.ks} for _ in range(2)
+        ]
+        self._reset_chunk()
+
+    def _reset_chunk(self) -> None:
+        self.n_images = 0  # images of the current chunk
         self.gt_image: list[int] = []
         self.gt_triplet: list[int] = []
         self.gt_objects: list[np.ndarray] = []  # per image, its objects' boxes (n x 4)
@@ -129,8 +152,14 @@ class _Collector:
     def add_gt(self, labels: list[str], boxes: np.ndarray, relations: list, pred: _Normalized) -> None:
         """The image's GT relations: ``relations`` are (subject row, predicate, object row) into ``labels``
         (normalised object labels) and ``boxes``."""
-        code, codes, base = self.triplets.setdefault, self.triplets, self.n_objects
-        self.gt_triplet.extend([code((labels[s], pred[p], labels[o]), len(codes)) for s, p, o in relations])
+        codes, base = self.triplets, self.n_objects
+        trip = [(labels[s], pred[p], labels[o]) for s, p, o in relations]
+        for t in trip:
+            if t not in codes:  # a new label triplet: its code, predicate code and zero-shot flag
+                codes[t] = len(codes)
+                self.trip_pred.append(self.pred_names.setdefault(t[1], len(self.pred_names)))
+                self.trip_zs.append(t in self.zero_shot)
+        self.gt_triplet.extend([codes[t] for t in trip])
         self.gt_subject.extend([base + s for s, _, _ in relations])
         self.gt_object.extend([base + o for _, _, o in relations])
         self.gt_image.extend([self.n_images] * len(relations))
@@ -197,14 +226,16 @@ class _Collector:
             self.cand_image.extend([self.n_images] * len(kept))
             self.cand_boxes.append(np.array(boxes, dtype=np.float64).reshape(-1, 4))
         self.n_images += 1
+        if self.n_images >= self.CHUNK:
+            self._flush()
 
-    def tables(self, zero_shot: set, ks: Sequence[int]) -> tuple[dict, dict, list[str], list[int]]:
-        """Recall tables (:func:`recall.recall_tables`) with and without graph constraint, the predicate
-        of each predicate code, and the predicate codes in the order a per-image loop meets them (by
-        first image, then by name)."""
-        names: dict[str, int] = {}
-        trip_pred = np.array([names.setdefault(p, len(names)) for _, p, _ in self.triplets], dtype=np.int64)
-        trip_zs = np.array([t in zero_shot for t in self.triplets], dtype=bool)
+    def _flush(self) -> None:
+        """Recall tables (:func:`recall.recall_tables`) of the chunk's images with and without graph
+        constraint, appended to :attr:`parts`; the chunk's relations and candidates are then dropped."""
+        if not self.n_images:
+            return
+        trip_pred = np.array(self.trip_pred, dtype=np.int64)
+        trip_zs = np.array(self.trip_zs, dtype=bool)
         gt_trip = np.array(self.gt_triplet, dtype=np.int64)
         gt_image = np.array(self.gt_image, dtype=np.int64)
         n_trip = max(len(self.triplets), 1)
@@ -218,19 +249,45 @@ class _Collector:
             np.concatenate(self.cand_boxes).reshape(-1, 8) if self.cand_boxes else np.zeros((0, 8)),
             self.compat,
         )
-        out = []
-        for ranks in (self.cand_c, self.cand_ng):
+        for parts, ranks in zip(self.parts, (self.cand_c, self.cand_ng), strict=True):
             first = recall.first_recalled(
                 len(gt_trip), ci, gi, np.array(ranks, dtype=np.int64), gt_key, not self.compat
             )
-            out.append(
-                recall.recall_tables(first, gt_image, self.n_images, trip_pred[gt_trip], trip_zs[gt_trip], ks)
+            tables = recall.recall_tables(
+                first, gt_image, self.n_images, trip_pred[gt_trip], trip_zs[gt_trip], self.ks
             )
-        first_image = np.full(len(names), len(gt_image), dtype=np.int64)
+            for k, (rec, zrec, table) in tables.items():
+                parts[k][0].append(rec)
+                parts[k][1].append(zrec)
+                for code, values in table.items():
+                    parts[k][2].setdefault(code, []).append(values)
+        first_image = np.full(len(self.pred_names), len(gt_image), dtype=np.int64)
         np.minimum.at(first_image, trip_pred[gt_trip], gt_image)
-        pred_names = list(names)
-        met = sorted(range(len(names)), key=lambda c: (int(first_image[c]), pred_names[c]))
-        return out[0], out[1], pred_names, met
+        for code in np.unique(trip_pred[gt_trip]).tolist():
+            self.first_image.setdefault(code, self.done + int(first_image[code]))
+        self.done += self.n_images
+        self._reset_chunk()
+
+    def tables(self) -> tuple[dict, dict, list[str], list[int]]:
+        """Per ranking (constrained, unconstrained) and K: (recall per image, zero-shot recall per image
+        that has zero-shot GT, {predicate code: its recall per image where it occurs, in image order}); the
+        predicate of each predicate code, and the predicate codes in the order a per-image loop meets them
+        (by first image, then by name). Each image's values are the ones a single pass over all images
+        gives: chunks only bound the memory."""
+        self._flush()
+        out = []
+        for parts in self.parts:
+            joined = {}
+            for k, (rec, zrec, table) in parts.items():
+                joined[k] = (
+                    np.concatenate(rec) if rec else np.zeros(0),
+                    np.concatenate(zrec) if zrec else np.zeros(0),
+                    {code: np.concatenate(values) for code, values in sorted(table.items())},
+                )
+            out.append(joined)
+        names = list(self.pred_names)
+        met = sorted(range(len(names)), key=lambda c: (self.first_image.get(c, self.done), names[c]))
+        return out[0], out[1], names, met
 
 
 class GroundTruthError(DatasetLoadError):
@@ -260,15 +317,8 @@ def _iter_gt(gt_rows: Any, split: str) -> Iterable[dict[str, Any]]:
 
         where = locate(gt_rows, split)
         rows = read_json_lines(where)
-        if rows is not None:  # JSON lines: read directly (no `datasets` import, no Arrow conversion)
-            drop = ("prompt", "completion", "prompt_open", "prompt_close")
-            root = str(where.root) if where.root else None
-            for row in rows:
-                for c in drop:
-                    row.pop(c, None)
-                if root:
-                    row["_root"] = root
-            return rows
+        if rows is not None:  # JSON lines: read row by row (no `datasets` import, no Arrow conversion)
+            return _with_root(rows, str(where.root) if where.root else None)
         from r1vision.tasks.sgg.data import load_raw
 
         gt_rows, root = load_raw(gt_rows, split)
@@ -284,6 +334,15 @@ def _iter_gt(gt_rows: Any, split: str) -> Iterable[dict[str, Any]]:
         ]
         gt_rows = gt_rows.remove_columns(drop)
     return gt_rows
+
+
+def _with_root(rows: Iterable[dict[str, Any]], root: str | None) -> Iterator[dict[str, Any]]:
+    for row in rows:
+        for c in ("prompt", "completion", "prompt_open", "prompt_close"):
+            row.pop(c, None)  # long texts the evaluation never reads
+        if root:
+            row["_root"] = root
+        yield row
 
 
 def _gc_paused(func: Callable[..., _T]) -> Callable[..., _T]:
@@ -335,27 +394,32 @@ def evaluate_sgg(
     norm_o = _refine if is_compat else normalize_object
     norm_p = _refine if is_compat else normalize_predicate
     zs = {(norm_o(s), norm_p(p), norm_o(o)) for s, p, o in zs_source}
-    rows = list(_iter_gt(gt_rows, split))
+    rows: Iterable[dict[str, Any]] = _iter_gt(gt_rows, split)  # read row by row: memory stays flat
     if isinstance(predictions, (str, Path)):
         predictions = read_predictions(predictions)
     if isinstance(predictions, (list, tuple)):
+        rows = list(rows)
         if len(predictions) != len(rows):
             raise ValueError(f"{len(predictions)} predictions for {len(rows)} GT rows")
         predictions = {str(r["image_id"]): p for r, p in zip(rows, predictions, strict=False)}
-    if not isinstance(predictions, LazyEntries):  # (that one decodes an image when asked for it)
+    if not isinstance(
+        predictions, (LazyEntries, LazyRecords)
+    ):  # (that one decodes an image when asked for it)
         predictions = {str(k): v for k, v in dict(predictions).items()}
-    coverage = _coverage(rows, predictions)
+    gt_ids: list[str] = []
     k_max = max(ks)
     obj_label, pred_label = _Normalized(norm_o), _Normalized(norm_p)
     gt_label = _Normalized(lambda obj_id: obj_label[name_of(obj_id)])  # by GT object id
-    collect = _Collector(is_compat, preds_vocab, k_max)
+    collect = _Collector(is_compat, preds_vocab, k_max, zs, ks)
     details: list[dict[str, Any]] = []
     ap = BoxAP(first_box_numbered_zero=is_compat)
     n_records = n_failed = n_without = 0
     zero_open = True  # R1-SGG numbers the dataset's first GT box 0 (see bbox_ap.BoxAP)
+    n_images = 0
     for number, row in enumerate(rows):
         image_id = str(row["image_id"])
-        objs, rels = _decoded(row["objects"]), _decoded(row["relationships"])
+        gt_ids.append(image_id)
+        objs, rels = _decoded(row.get("objects")), _decoded(row.get("relationships"))
         first_box_here, zero_open = zero_open and bool(objs), zero_open and not objs
         ids = [str(o["id"]) for o in objs]
         gt_norm = [gt_label[i] for i in ids]
@@ -396,16 +460,19 @@ def evaluate_sgg(
             continue
         collect.add_gt(gt_norm, boxes, [(index[s], p, index[o]) for s, p, o in rel_ids], pred_label)
         collect.add_candidates(pred.triplets, obj_label, pred_label)
-        details.append(
-            {
-                "image_id": image_id,
-                "error": pred.error,
-                "num_gt": len(rel_ids),
-                "num_pred": len(pred.triplets),
-            }
-        )
+        n_images += 1
+        if records is not None:  # per-image details only when asked for (they grow with the dataset)
+            details.append(
+                {
+                    "image_id": image_id,
+                    "error": pred.error,
+                    "num_gt": len(rel_ids),
+                    "num_pred": len(pred.triplets),
+                }
+            )
 
-    constrained, unconstrained, pred_names, met = collect.tables(zs, ks)
+    coverage = _coverage(gt_ids, predictions)
+    constrained, unconstrained, pred_names, met = collect.tables()
     if is_compat:  # every vocabulary predicate counts; absent ones as 0
         code = {name: i for i, name in enumerate(pred_names)}
         order = [code.get(norm_p(p)) for p in preds_vocab]
@@ -436,7 +503,7 @@ def evaluate_sgg(
         records.extend(details)
     metrics.update(ap.result())
     metrics["parse_failure_rate"] = n_failed / n_records if n_records else 0.0
-    metrics["num_images"] = float(len(details))
+    metrics["num_images"] = float(n_images)
     metrics.update(coverage)
     if n_without:  # records whose completion is lost cover nothing: failures, not empty graphs
         metrics["coverage"] -= n_without / max(metrics["num_gt_images"], 1.0)
@@ -447,9 +514,9 @@ def evaluate_sgg(
     return metrics
 
 
-def _coverage(rows: list[dict[str, Any]], predictions: dict[str, Any]) -> dict[str, float]:
+def _coverage(gt_ids: list[str], predictions: Any) -> dict[str, float]:
     """How many GT images have predictions; an error when none do (ids from another split or field)."""
-    gt_ids = [str(r["image_id"]) for r in rows]
+    rows = gt_ids
     matched = sum(i in predictions for i in gt_ids)
     if rows and not predictions:
         raise PredictionMismatchError(f"no predictions for the {len(rows)} ground-truth images")

@@ -21,7 +21,13 @@ from typing import Any
 from r1vision.tasks.sgg.categories import load_vocabulary
 from r1vision.tasks.sgg.evaluate import _gt_sizes, _iter_gt
 from r1vision.tasks.sgg.labels import normalize_object, normalize_predicate
-from r1vision.tasks.sgg.predictions import LazyEntries, PredGraph, read_predictions, to_pred_graph
+from r1vision.tasks.sgg.predictions import (
+    LazyEntries,
+    LazyRecords,
+    PredGraph,
+    read_predictions,
+    to_pred_graph,
+)
 from r1vision.vision.budget import PixelBudget
 
 
@@ -108,7 +114,7 @@ def export_r1sgg(
     objects, predicates = list(vocabulary.objects), list(vocabulary.predicates)
     if isinstance(predictions, (str, Path)):
         predictions = read_predictions(predictions)
-    if not isinstance(predictions, LazyEntries):
+    if not isinstance(predictions, (LazyEntries, LazyRecords)):
         predictions = {str(k): v for k, v in dict(predictions).items()}
     out: dict[str, Any] = {}
     for row in _iter_gt(gt_rows, split):
