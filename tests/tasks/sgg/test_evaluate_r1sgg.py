@@ -387,3 +387,30 @@ def test_no_graph_constraint_ranks_ties_as_r1sggs_argsort():
     assert m["R@100"] == 0.0  # the graph-constrained ranking holds the stated predicates only
     for k in (20, 50, 100):
         assert m[f"ngR@{k}"] == float(first < k), k
+
+
+def test_our_records_are_read_lazily_from_their_files(tmp_path, caplog):
+    """A folder of shards or a .jsonl is indexed (file, byte offset, length), not held: a record is decoded
+    from its file when asked for, with non-ASCII text, a torn last line skipped and the first of two equal
+    records kept."""
+    import logging
+
+    from r1vision.tasks.sgg.predictions import LazyRecords
+
+    recs = [{"index": i, "image_id": f"im{i}", "completion": f"<answer>é 人 {i}</answer>"} for i in range(3)]
+    folder = tmp_path / "preds"
+    folder.mkdir()
+    (folder / "shard-00000.jsonl").write_text(json.dumps(recs[0], ensure_ascii=False) + "\n"
+                                              + json.dumps(recs[2]) + "\n", encoding="utf-8")  # fmt: skip
+    (folder / "shard-00001.jsonl").write_text(
+        json.dumps(recs[1]) + "\n" + json.dumps(dict(recs[2], index=7)) + "\n" + '{"index": 9, "ima'
+    )
+    with caplog.at_level(logging.WARNING):
+        lazy = read_predictions(folder)
+    assert isinstance(lazy, LazyRecords) and "torn last line" in caplog.text
+    assert sorted(lazy) == ["im0", "im1", "im2"] and lazy["im2"]["index"] == 2
+    assert [lazy[f"im{i}"] for i in range(3)] == recs
+    # decoded from the file on access: a record rewritten in place (same length) reads the new text
+    shard = folder / "shard-00001.jsonl"
+    shard.write_text(shard.read_text().replace(" 1</answer>", " X</answer>"))
+    assert lazy["im1"]["completion"] == "<answer>é 人 X</answer>"
