@@ -81,3 +81,44 @@ def test_a_signal_to_one_of_two_processes_stops_both_at_one_step(prompts):
     assert ranks[0]["global_step"] == ranks[1]["global_step"] == 2, proc.stderr[-3000:]
     assert json.loads((prompts / "two" / PREEMPTED_FILE).read_text())["step"] == 2
     assert (prompts / "two" / "checkpoint-2" / "trainer_state.json").is_file()
+
+
+def test_signals_held_catches_and_restores():
+    import os
+    import signal
+
+    from r1vision.trainer.preemption import signals_held
+
+    before = signal.getsignal(signal.SIGUSR1)
+    with signals_held([signal.SIGUSR1]) as held:
+        os.kill(os.getpid(), signal.SIGUSR1)  # would end the process with the default action
+        os.kill(os.getpid(), signal.SIGUSR1)
+    assert held.received == "SIGUSR1" and signal.getsignal(signal.SIGUSR1) == before
+
+
+def test_a_signal_after_the_last_step_waits_for_the_final_folder(prompts, monkeypatch):
+    """bench_faults.py found it: a SIGTERM during the final save killed the process (-15) with the final
+    folder half written. The wrap-up now holds it: the folder is complete and the command exits 0."""
+    import os
+    import signal
+
+    from r1vision.diffusion.trainer import DiffusionGRPOTrainer
+    from r1vision.testing.tiny_diffusion import tiny_sd3_path
+
+    model = str(tiny_sd3_path(pixel_space=True))
+    save = DiffusionGRPOTrainer.save_model
+    signalled = []
+
+    def save_after_a_signal(self, *args, **kwargs):
+        if not kwargs.get("_internal_call") and not signalled:
+            signalled.append(True)
+            os.kill(os.getpid(), signal.SIGTERM)  # the preemption arrives as the final folder is written
+        return save(self, *args, **kwargs)
+
+    monkeypatch.setattr(DiffusionGRPOTrainer, "save_model", save_after_a_signal)
+    monkeypatch.setenv("R1V_SIGNAL_AT", "0")
+    monkeypatch.chdir(ROOT)
+    assert main(_argv(model, prompts, "late", "--max_steps", "2")) == 0
+    out = prompts / "late"
+    assert signalled and (out / "lora").is_dir() and not (out / PREEMPTED_FILE).exists()
+    assert _steps(out / "metrics.csv") == ["1", "2"]

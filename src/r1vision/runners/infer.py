@@ -12,6 +12,7 @@ from r1vision.generation.sampling import SamplingOptions
 from r1vision.tasks import task_class
 from r1vision.tasks.base import RunContext, Task
 from r1vision.trainer.merge import resolve_model
+from r1vision.trainer.preemption import signals_held
 from r1vision.trainer.run_info import read_run_info
 from r1vision.trainer.validation import DatasetValidationError, row_label
 from r1vision.vision.budget import apply_budget_to_processor, resolve_budget
@@ -93,44 +94,50 @@ def run_inference(
             model = (
                 AutoModelForImageTextToText.from_pretrained(model_path, dtype="auto").to(state.device).eval()
             )
-        bar = tqdm(total=len(todo), desc=f"infer[{rank}]", disable=not progress)
-        stop = _StopOnSignal()  # Slurm's --signal / a preemption's SIGTERM: finish the batch, then stop
-        for start in range(0, len(todo), batch_size):
-            if stop.received:
-                bar.close()
-                stop.restore()
-                raise InferenceStopped(
-                    f"{stop.received} received: stopped after {start} of {len(todo)} rows of rank {rank}; "
-                    f"every finished row is in {out_dir}, the same command continues"
-                )
-            batch_idx = todo[start : start + batch_size]
-            batch = [rows[i] for i in batch_idx]
-            # Seed per batch from the row indices, so a resumed run samples what the first attempt would have.
-            batch_options = SamplingOptions(**{**options.__dict__, "seed": options.seed + batch_idx[0]})
-            originals = [
-                _row_images(row, i, image_root, split) for i, row in zip(batch_idx, batch, strict=True)
-            ]
-            resized = [[fit_to_budget(img, budget) for img in imgs] for imgs in originals]
-            if backend == "vllm":
-                texts = model.generate(batch, resized, batch_options)
-            else:
-                texts = generate(model, processor, batch, budget, batch_options, images=resized)
-            for i, row, samples, orig, res in zip(batch_idx, batch, texts, originals, resized, strict=True):
-                record = {"index": i, "id": row_id(row, i), "completion": samples[0], "model_family": family}
-                if row.get("image_id") is not None:
-                    record["image_id"] = row["image_id"]
-                if orig:  # the frame coordinate answers are in (see the task's box convention)
-                    record["original_image_size"] = list(orig[0].size)
-                    record["image_size"] = list(res[0].size)
-                if len(samples) > 1:
-                    record["samples"] = samples
-                writer.write(record)
-            bar.update(len(batch_idx))
-        bar.close()
-        stop.restore()
-        del model
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
+        # Slurm's --signal / a preemption's SIGTERM: finish the batch, then stop; after the last one, finish
+        with signals_held() as stop:
+            bar = tqdm(total=len(todo), desc=f"infer[{rank}]", disable=not progress)
+            for start in range(0, len(todo), batch_size):
+                if stop.received:
+                    bar.close()
+                    raise InferenceStopped(
+                        f"{stop.received} received: stopped after {start} of {len(todo)} rows of rank {rank}; "
+                        f"every finished row is in {out_dir}, the same command continues"
+                    )
+                batch_idx = todo[start : start + batch_size]
+                batch = [rows[i] for i in batch_idx]
+                # Seed per batch from the row indices, so a resumed run samples what the first attempt would have.
+                batch_options = SamplingOptions(**{**options.__dict__, "seed": options.seed + batch_idx[0]})
+                originals = [
+                    _row_images(row, i, image_root, split) for i, row in zip(batch_idx, batch, strict=True)
+                ]
+                resized = [[fit_to_budget(img, budget) for img in imgs] for imgs in originals]
+                if backend == "vllm":
+                    texts = model.generate(batch, resized, batch_options)
+                else:
+                    texts = generate(model, processor, batch, budget, batch_options, images=resized)
+                for i, row, samples, orig, res in zip(
+                    batch_idx, batch, texts, originals, resized, strict=True
+                ):
+                    record = {
+                        "index": i,
+                        "id": row_id(row, i),
+                        "completion": samples[0],
+                        "model_family": family,
+                    }
+                    if row.get("image_id") is not None:
+                        record["image_id"] = row["image_id"]
+                    if orig:  # the frame coordinate answers are in (see the task's box convention)
+                        record["original_image_size"] = list(orig[0].size)
+                        record["image_size"] = list(res[0].size)
+                    if len(samples) > 1:
+                        record["samples"] = samples
+                    writer.write(record)
+                bar.update(len(batch_idx))
+            bar.close()
+            del model
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
     # Only several accelerate processes have anyone to wait for: under a bare torchrun on CPU there is no
     # process group, and in one process a training run before this may have destroyed its group of one.
     if state.num_processes > 1 and state.num_processes == world:
@@ -140,36 +147,6 @@ def run_inference(
 
 class InferenceStopped(Exception):
     """``infer`` stopped between batches on a preemption signal; the rows written so far are complete."""
-
-
-class _StopOnSignal:
-    """Records the first preemption signal (``R1VISION_PREEMPT_SIGNALS``, default USR1 and TERM) instead of
-    dying mid-batch; :meth:`restore` puts the previous handlers back."""
-
-    def __init__(self) -> None:
-        import signal
-
-        from r1vision.trainer.preemption import signals_from_env
-
-        self.received: str | None = None
-        self._previous = {}
-        for sig in signals_from_env():
-            try:
-                self._previous[sig] = signal.signal(sig, self._handle)
-            except ValueError:  # not the main thread: the default handling stays
-                pass
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        import signal
-
-        self.received = signal.Signals(signum).name
-
-    def restore(self) -> None:
-        import signal
-
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-        self._previous = {}
 
 
 def _row_images(row: dict[str, Any], index: int, image_root: Any, split: str) -> list[Any]:

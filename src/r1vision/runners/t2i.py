@@ -177,7 +177,7 @@ def run_t2i_grpo(script: T2IScriptArguments, config: Any) -> str:
     from r1vision.diffusion.hooks import check_prompt_count
     from r1vision.diffusion.trainer import DiffusionGRPOTrainer
     from r1vision.trainer.distributed import record_layout
-    from r1vision.trainer.preemption import finish_if_preempted
+    from r1vision.trainer.preemption import finish_if_preempted, signals_held
 
     config.check_generation_layout(config.world_size)  # before any model loads (also in the launched workers)
     rewards = build_rewards(script.reward_funcs, script.reward_options)  # an unknown name, before the data
@@ -190,17 +190,18 @@ def run_t2i_grpo(script: T2IScriptArguments, config: Any) -> str:
     )
     trainer.train(resume_from_checkpoint=config.resume_from_checkpoint)
     finish_if_preempted(trainer)  # a signal stopped it: its checkpoint is the result
-    if evald is not None and trainer.state.global_step not in trainer.evaluated_steps:
-        trainer.evaluate()
-    record_layout(trainer, config.output_dir)
-    trainer.r1vision_run = {
-        "recipe": getattr(script, "recipe", None),
-        "dataset": script.dataset,
-        "dataset_split": script.dataset_split,
-        "reward_funcs": list(script.reward_funcs),
-        "reward_options": script.reward_options,
-    }
-    trainer.save_model(config.output_dir)
+    with signals_held():  # from here a signal waits for the final folder (the run is complete: exit 0)
+        if evald is not None and trainer.state.global_step not in trainer.evaluated_steps:
+            trainer.evaluate()
+        record_layout(trainer, config.output_dir)
+        trainer.r1vision_run = {
+            "recipe": getattr(script, "recipe", None),
+            "dataset": script.dataset,
+            "dataset_split": script.dataset_split,
+            "reward_funcs": list(script.reward_funcs),
+            "reward_options": script.reward_options,
+        }
+        trainer.save_model(config.output_dir)
     return config.output_dir
 
 

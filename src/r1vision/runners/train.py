@@ -25,7 +25,7 @@ from r1vision.trainer.decoding_eval import DecodingEvalCallback
 from r1vision.trainer.distributed import check_requested_layout, record_layout, teardown
 from r1vision.trainer.grpo import VisionGRPOTrainer
 from r1vision.trainer.merge import resolve_model
-from r1vision.trainer.preemption import finish_if_preempted
+from r1vision.trainer.preemption import finish_if_preempted, signals_held
 from r1vision.trainer.run_info import run_settings
 from r1vision.trainer.sft import VisionSFTTrainer
 from r1vision.trainer.validation import check_generation_batch
@@ -228,10 +228,11 @@ def run_grpo(script: ScriptArguments, config: Any) -> str:
         trainer.add_callback(_decoding_eval(script, config, prepared, trainer))
     trainer.train(resume_from_checkpoint=config.resume_from_checkpoint)
     finish_if_preempted(trainer)  # a signal stopped it: its checkpoint is the result
-    record_layout(trainer, config.output_dir)
-    trainer.r1vision_run = _settings(trainer, "grpo", script, config, specs)
-    trainer.save_model(config.output_dir)  # + processor, run settings, merged LoRA, card, Hub upload
-    teardown()
+    with signals_held():  # from here a signal waits for the final folder (the run is complete: exit 0)
+        record_layout(trainer, config.output_dir)
+        trainer.r1vision_run = _settings(trainer, "grpo", script, config, specs)
+        trainer.save_model(config.output_dir)  # + processor, run settings, merged LoRA, card, Hub upload
+        teardown()
     return config.output_dir
 
 
@@ -245,10 +246,11 @@ def run_sft(script: ScriptArguments, config: Any) -> str:
     check_requested_layout(trainer.accelerator)
     trainer.train(resume_from_checkpoint=config.resume_from_checkpoint)
     finish_if_preempted(trainer)  # a signal stopped it: its checkpoint is the result
-    record_layout(trainer, config.output_dir)
-    trainer.r1vision_run = _settings(trainer, "sft", script, config, [])
-    trainer.save_model(config.output_dir)  # + processor, run settings, merged LoRA, card, Hub upload
-    teardown()
+    with signals_held():  # from here a signal waits for the final folder (the run is complete: exit 0)
+        record_layout(trainer, config.output_dir)
+        trainer.r1vision_run = _settings(trainer, "sft", script, config, [])
+        trainer.save_model(config.output_dir)  # + processor, run settings, merged LoRA, card, Hub upload
+        teardown()
     return config.output_dir
 
 

@@ -8,15 +8,23 @@ all at the same step), saves ``checkpoint-N`` and leaves the training loop. The 
 final folder and exits with :data:`EXIT_PREEMPTED` after writing ``preempted.json`` in ``output_dir``, which
 the shipped sbatch scripts read to ``scontrol requeue`` the job; the requeued job resumes with
 ``--resume_from_checkpoint auto`` (the newest complete checkpoint, or a fresh start when there is none).
+
+After the last step the run's wrap-up (final evaluation, the final folder, its upload) runs under
+:func:`signals_held`: a signal then waits for the wrap-up to finish (the command exits 0: nothing is left to
+do), where it used to kill the process in the middle of writing the final folder (found by
+``benchmarks/bench_faults.py``). ``infer`` checks the same holder between batches.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import signal
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +53,34 @@ def signals_from_env() -> list[signal.Signals]:
     return out
 
 
+class SignalHolder:
+    """The preemption signals caught by :func:`signals_held`: ``received`` names the first one."""
+
+    def __init__(self) -> None:
+        self.received: str | None = None
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.received is None:
+            self.received = signal.Signals(signum).name
+            logger.warning("caught %s: finishing the work in hand first", self.received)
+
+
+@contextlib.contextmanager
+def signals_held(signals: list[signal.Signals] | None = None) -> Iterator[SignalHolder]:
+    """Catch the preemption signals (``R1VISION_PREEMPT_SIGNALS``) in the ``with`` block instead of dying
+    mid-write; the previous handlers are back afterwards. Outside the main thread nothing is caught."""
+    holder = SignalHolder()
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in signals_from_env() if signals is None else signals:
+            previous[sig] = signal.signal(sig, holder._handle)
+    try:
+        yield holder
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 class PreemptionCallback(TrainerCallback):
     """Stops training at the next step boundary with a checkpoint when a preemption signal arrived."""
 
@@ -59,8 +95,6 @@ class PreemptionCallback(TrainerCallback):
         logger.warning("%s received: stopping after this step with a checkpoint", self.received)
 
     def on_train_begin(self, args, state, control, **kwargs):  # noqa: D102
-        import threading
-
         if threading.current_thread() is not threading.main_thread():
             return  # signal handlers can only be set from the main thread
         for sig in self.signals:
