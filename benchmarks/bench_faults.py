@@ -85,6 +85,9 @@ class Trainer:
     def progress(self, out: Path) -> int:
         return len(_steps(out))
 
+    def complete(self, out: Path) -> bool:
+        return (out / "r1vision_run.json").is_file()  # written with the final folder
+
     def check(self, out: Path, ref: Path, at_signal: int, resumed_from: int) -> dict:
         steps = _steps(out)
         want = [str(s) for s in range(1, self.steps + 1)]
@@ -107,6 +110,9 @@ class Infer:
 
     def progress(self, out: Path) -> int:
         return len(_records(out))
+
+    def complete(self, out: Path) -> bool:
+        return len(_records(out)) >= self.rows
 
     def check(self, out: Path, ref: Path, at_signal: int, resumed_from: int) -> dict:
         got, want = _records(out), {r["index"]: r["completion"] for r in _records(ref)}
@@ -141,6 +147,7 @@ def _trial(spec, tmp: Path, ref: Path, n: int, sig: signal.Signals, rng: random.
             break
         time.sleep(0.02)
     at_signal = spec.progress(out)
+    done_at_signal = spec.complete(out)  # the command's outputs were all written before the signal
     finished_first = proc.poll() is not None
     if not finished_first:
         proc.send_signal(sig)
@@ -153,6 +160,7 @@ def _trial(spec, tmp: Path, ref: Path, n: int, sig: signal.Signals, rng: random.
     # a kill also loses the step (infer: the batch) in flight; a SIGTERM lets it finish and checkpoint
     in_flight = since_boundary if sig == signal.SIGKILL and not finished_first else 0.0
     return {"signal": sig.name, "rc": rc, "finished_before_signal": finished_first, "in_flight_s": in_flight,
+            "outputs_complete_at_signal": done_at_signal,
             **result}  # fmt: skip
 
 
