@@ -37,7 +37,7 @@ LAYERS: list[list[str]] = [
     ["generation"],
     ["trainer", "diffusion"],
     ["runners"],
-    ["testing", "estimate", "dry_run", "report"],
+    ["testing", "model_shapes", "estimate", "dry_run", "report"],
     ["demo", "selftest", "commands", "cli"],
 ]
 

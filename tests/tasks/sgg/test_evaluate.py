@@ -10,7 +10,7 @@ from r1vision.tasks.base import RunContext
 from r1vision.tasks.sgg.categories import load_vocabulary
 from r1vision.tasks.sgg.data import image_size, sft_target
 from r1vision.tasks.sgg.evaluate import evaluate_sgg, format_table
-from r1vision.tasks.sgg.predictions import read_predictions
+from r1vision.tasks.sgg.prediction_files import read_predictions
 from r1vision.tasks.sgg.synth import make_config, synth_rows
 from r1vision.tasks.sgg.task import SGGTask
 from tests.helpers.sgg_rows import obj, rel, row

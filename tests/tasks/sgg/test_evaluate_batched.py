@@ -13,7 +13,7 @@ from scipy.optimize import linear_sum_assignment
 
 from r1vision.tasks.sgg import recall
 from r1vision.tasks.sgg.evaluate import evaluate_sgg
-from r1vision.tasks.sgg.predictions import LazyEntries
+from r1vision.tasks.sgg.prediction_files import LazyEntries
 from tests.helpers.paths import ROOT
 from tests.helpers.sgg_rows import obj, rel, row
 
@@ -131,7 +131,7 @@ def test_evaluation_imports_neither_scipy_nor_the_rewards() -> None:
 def test_lazy_entries_from_a_file_read_in_small_blocks(tmp_path, monkeypatch, newline) -> None:
     """The file is scanned a block at a time (blocks and window of a few bytes here, so entries, keys and
     multi-byte characters straddle block ends) and only byte spans are kept: the same entries as the text."""
-    from r1vision.tasks.sgg import predictions
+    from r1vision.tasks.sgg import prediction_files as predictions
 
     data = {
         "img1": {"names": ["é}", "人"], "relation_tuples": [["a", [0, 0, 1, 1], "b", [1, 1, 2, 2], "on"]]},
@@ -166,7 +166,7 @@ def test_chunked_evaluation_gives_the_same_metrics(monkeypatch, compat) -> None:
     rows, preds = make_set(40, seed=3)
     got = []
     for chunk in (10**6, 3, 1):
-        monkeypatch.setattr(ev._Collector, "CHUNK", chunk)
+        monkeypatch.setattr(ev.Collector, "CHUNK", chunk)
         monkeypatch.setattr(bbox_ap.BoxAP, "CHUNK", chunk)
         records: list = []
         got.append((evaluate_sgg(rows, preds, compat, split="train", predicates=PREDICATES, records=records),

@@ -15,7 +15,7 @@ import pytest
 from r1vision.tasks.sgg.categories import load_vocabulary
 from r1vision.tasks.sgg.evaluate import evaluate_sgg
 from r1vision.tasks.sgg.export import export_r1sgg
-from r1vision.tasks.sgg.predictions import read_predictions
+from r1vision.tasks.sgg.prediction_files import read_predictions
 from tests.helpers.sgg_rows import obj, rel, row
 
 PREDICATES = list(load_vocabulary("vg150").predicates)
@@ -395,7 +395,7 @@ def test_our_records_are_read_lazily_from_their_files(tmp_path, caplog):
     records kept."""
     import logging
 
-    from r1vision.tasks.sgg.predictions import LazyRecords
+    from r1vision.tasks.sgg.prediction_files import LazyRecords
 
     recs = [{"index": i, "image_id": f"im{i}", "completion": f"<answer>é 人 {i}</answer>"} for i in range(3)]
     folder = tmp_path / "preds"

@@ -11,7 +11,7 @@ from r1vision.tasks.sgg.labels import (
     normalize_predicate,
 )
 from r1vision.tasks.sgg.parse import ParseResult, SceneGraph, parse_scene_graph
-from r1vision.tasks.sgg.predictions import read_predictions
+from r1vision.tasks.sgg.prediction_files import read_predictions
 from r1vision.tasks.sgg.prompts import build_messages, build_prompt, format_answer
 from r1vision.tasks.sgg.task import PSGTask, SGGTask
 

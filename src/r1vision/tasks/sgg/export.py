@@ -21,13 +21,8 @@ from typing import Any
 from r1vision.tasks.sgg.categories import load_vocabulary
 from r1vision.tasks.sgg.evaluate import _gt_sizes, _iter_gt
 from r1vision.tasks.sgg.labels import normalize_object, normalize_predicate
-from r1vision.tasks.sgg.predictions import (
-    LazyEntries,
-    LazyRecords,
-    PredGraph,
-    read_predictions,
-    to_pred_graph,
-)
+from r1vision.tasks.sgg.prediction_files import LazyEntries, LazyRecords, read_predictions
+from r1vision.tasks.sgg.predictions import PredGraph, to_pred_graph
 from r1vision.vision.budget import PixelBudget
 
 

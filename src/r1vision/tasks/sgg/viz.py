@@ -11,7 +11,7 @@ from PIL import Image
 from r1vision.tasks.sgg.boxes import box_frame
 from r1vision.tasks.sgg.data import load_raw
 from r1vision.tasks.sgg.parse import parse_scene_graph
-from r1vision.tasks.sgg.predictions import read_predictions
+from r1vision.tasks.sgg.prediction_files import read_predictions
 from r1vision.vision.budget import PixelBudget
 from r1vision.vision.images import load_image
 
