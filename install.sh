@@ -17,7 +17,7 @@ done
 
 python=${PYTHON:-python3}
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
-  gpu=1; constraints=requirements/constraints-gpu.txt; extras="vllm,deepspeed,svg,diffusion,ocr"
+  gpu=1; constraints=requirements/constraints-gpu.txt; extras="vllm,deepspeed,svg,diffusion,ocr,video"
   # The pinned torch 2.13.0 and vLLM 0.30.0 wheels are CUDA 13 builds: they need an NVIDIA driver >= 580.
   # With an older one torch sees no GPU and every run would silently train on the CPU.
   driver="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' ')"
@@ -28,7 +28,7 @@ if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
     exit 2
   fi
 else
-  gpu=0; constraints=requirements/constraints-cpu.txt; extras="svg,diffusion,ocr"
+  gpu=0; constraints=requirements/constraints-cpu.txt; extras="svg,diffusion,ocr,video"
 fi
 [ "$dev" = 1 ] && extras="$extras,dev,deepspeed"
 

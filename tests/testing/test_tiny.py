@@ -19,7 +19,10 @@ def test_loads_with_auto_classes_and_generates(tiny_model, family):
     processor = AutoProcessor.from_pretrained(path)
     assert model.config.model_type == family
     # An image-only processor (not just a tokenizer) even though torchvision is absent.
-    assert hasattr(processor, "image_processor") and getattr(processor, "video_processor", None) is None
+    from r1vision.vision.video import QwenVideoProcessor
+
+    # transformers' video processors need torchvision: the processor carries r1vision's torch-only one.
+    assert hasattr(processor, "image_processor") and isinstance(processor.video_processor, QwenVideoProcessor)
     messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "What colour?"}]}]
     text = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     assert "<|vision_start|><|image_pad|><|vision_end|>" in text

@@ -98,8 +98,13 @@ def _alias_torchvision_image_module() -> None:
 
 
 def with_video_stand_in(processor: Any) -> Any:
-    """Give an image-only processor a :class:`VideoProcessorStandIn` (vLLM reads its sizes)."""
-    if getattr(processor, "video_processor", None) is None:
+    """Give an image-only processor a :class:`VideoProcessorStandIn` (vLLM reads its sizes). r1vision's own
+    torch-only video processor is swapped out too: vLLM runs with videos off, and the stand-in is what its
+    tests cover."""
+    from r1vision.vision.video import QwenVideoProcessor
+
+    current = getattr(processor, "video_processor", None)
+    if current is None or isinstance(current, QwenVideoProcessor):
         processor.video_processor = VideoProcessorStandIn(processor.image_processor)
     return processor
 

@@ -191,7 +191,8 @@ def locate(source: str | Path, split: str = "train") -> Located:
 def load_rows(source: str | Path, split: str = "train", required: Sequence[str] = (), **hub_kwargs: Any):
     """Load ``split`` of ``source`` as a ``datasets.Dataset``.
 
-    Local string image paths (columns ``image``/``images``) are made absolute relative to the data file,
+    Local string media paths (columns ``image``/``images``/``video``/``videos``, Video-R1's ``path``) are
+    made absolute relative to the data file,
     so rows stay valid wherever the training process runs. ``hub_kwargs`` go to ``datasets.load_dataset``.
     """
     import datasets
@@ -241,7 +242,7 @@ def read_json_lines(where: Located) -> Iterator[dict[str, Any]] | None:
                         raise DatasetLoadError(f"{file}:{number}: not a JSON line ({exc})") from exc
                     if not isinstance(row, dict):
                         raise DatasetLoadError(f"{file}:{number}: a row must be a JSON object")
-                    for c in ("image", "images"):
+                    for c in media_columns(row):
                         if c in row:
                             row[c] = _absolute_path(row[c], root, index)
                     index += 1
@@ -279,6 +280,15 @@ def dataset_path(value: str, root: Path | str, where: str = "") -> str:
             "files inside it, or pass --allow_external_paths to read files anywhere"
         )
     return str(resolved)
+
+
+def media_columns(columns: Any) -> list[str]:
+    """The columns of ``columns`` that hold local media paths: ``image``/``images``/``video``/``videos``,
+    and ``path`` in Video-R1's schema (rows with a ``data_type`` column)."""
+    found = [c for c in ("image", "images", "video", "videos") if c in columns]
+    if "data_type" in columns and "path" in columns:
+        found.append("path")
+    return found
 
 
 def _absolute_path(value: Any, root: Path, row: int | None = None) -> Any:
@@ -351,8 +361,8 @@ def _absolute_image_paths(dataset, root: Path):
 
     columns = [
         c
-        for c in ("image", "images")
-        if c in dataset.column_names and not isinstance(dataset.features[c], datasets.Image)
+        for c in media_columns(dataset.column_names)
+        if not isinstance(dataset.features[c], (datasets.Image, datasets.Video))
     ]
     if not columns:
         return dataset

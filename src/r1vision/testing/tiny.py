@@ -34,13 +34,14 @@ SPECIAL_TOKENS = [
     "<|video_pad|>",
 ]
 
-# Qwen-style template; one vision block per image part, so the processor can expand <|image_pad|>.
+# Qwen-style template; one vision block per image or video part, so the processor can expand the pads.
 CHAT_TEMPLATE = (
     "{% for message in messages %}"
     "<|im_start|>{{ message['role'] }}\n"
     "{% if message['content'] is string %}{{ message['content'] }}"
     "{% else %}{% for part in message['content'] %}"
     "{% if part['type'] == 'image' or 'image' in part %}<|vision_start|><|image_pad|><|vision_end|>"
+    "{% elif part['type'] == 'video' or 'video' in part %}<|vision_start|><|video_pad|><|vision_end|>"
     "{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}"
     "{% endfor %}{% endif %}<|im_end|>\n"
     "{% endfor %}"

@@ -1,10 +1,11 @@
-"""Image-only Qwen-VL processors that work without torchvision.
+"""Qwen-VL processors that work without torchvision.
 
 transformers' stock ``Qwen2VLProcessor`` / ``Qwen2_5_VLProcessor`` / ``Qwen3VLProcessor`` require a video
 processor, and the video processor requires torchvision, which has no CPU build matching torch 2.13.
 These subclasses drop the video processor from the constructor (so ``from_pretrained`` does not try to
-load one) and are registered with ``AutoProcessor`` for the Qwen-VL model types when r1vision is imported,
-so ``AutoProcessor.from_pretrained`` works for real Hub checkpoints and for our tiny models alike.
+load one), carry r1vision's torch-only :class:`~r1vision.vision.video.QwenVideoProcessor` instead, and
+are registered with ``AutoProcessor`` for the Qwen-VL model types when r1vision is imported, so
+``AutoProcessor.from_pretrained`` works for real Hub checkpoints and for our tiny models alike.
 
 The saved ``processor_config.json`` keeps the stock class name, so folders we write stay standard.
 """
@@ -33,8 +34,18 @@ class _ImageOnlyMixin:
     _stock_name: str = ""
     _video_type: str = ""
 
+    def _attach_video_processor(self) -> None:
+        """Videos through :class:`~r1vision.vision.video.QwenVideoProcessor` (torch alone); not a
+        constructor argument, so saved folders stay the stock layout."""
+        from r1vision.vision.video import QwenVideoProcessor
+
+        image_processor = getattr(self, "image_processor", None)
+        if image_processor is not None and hasattr(image_processor, "temporal_patch_size"):
+            self.video_processor = QwenVideoProcessor.from_image_processor(image_processor)
+
     def to_dict(self) -> dict[str, Any]:  # type: ignore[override]
         out = super().to_dict()  # type: ignore[misc]
+        out.pop("video_processor", None)
         out["processor_class"] = self._stock_name
         return out
 
@@ -95,6 +106,7 @@ class ImageOnlyQwen2VLProcessor(_ImageOnlyMixin, Qwen2VLProcessor):
         super().__init__(
             image_processor, tokenizer, video_processor=None, chat_template=chat_template, **kwargs
         )
+        self._attach_video_processor()
 
 
 class ImageOnlyQwen2_5_VLProcessor(_ImageOnlyMixin, Qwen2_5_VLProcessor):
@@ -108,6 +120,7 @@ class ImageOnlyQwen2_5_VLProcessor(_ImageOnlyMixin, Qwen2_5_VLProcessor):
         super().__init__(
             image_processor, tokenizer, video_processor=None, chat_template=chat_template, **kwargs
         )
+        self._attach_video_processor()
 
 
 class ImageOnlyQwen3VLProcessor(_ImageOnlyMixin, Qwen3VLProcessor):
@@ -121,6 +134,7 @@ class ImageOnlyQwen3VLProcessor(_ImageOnlyMixin, Qwen3VLProcessor):
         super().__init__(
             image_processor, tokenizer, video_processor=None, chat_template=chat_template, **kwargs
         )
+        self._attach_video_processor()
 
 
 # Qwen3-VL-MoE and Qwen3.5 (dense, MoE) ship Qwen3-VL's processor (transformers' processing_auto agrees).

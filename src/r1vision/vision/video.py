@@ -1,0 +1,462 @@
+"""Videos for the Qwen-VL families: decoding, frame sampling under one budget, and a torchvision-free
+video processor.
+
+Qwen-VL cuts a video like an image, with one more axis: frames are resized to a multiple of
+``patch_size * merge_size``, padded to a multiple of ``temporal_patch_size`` (2) by repeating the last
+frame, and every ``2 x patch x patch`` cube becomes one patch row. transformers' own video processors
+need torchvision (no CPU build matches torch 2.13), so :class:`QwenVideoProcessor` does the same cut
+with torch alone. Decoding uses PyAV (the ``video`` extra): it reads the container's frame rate and
+frame count, which the frame sampler needs.
+
+The sampling rule is qwen-vl-utils' (what Qwen-VL was trained with): ``fps`` frames per second of
+video, clamped to ``[min_frames, max_frames]``, an even count, evenly spaced; each frame's area is at
+most ``max_frame_pixels`` and, with ``total_pixels`` set, the clip's frames share that total.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from r1vision.vision.budget import resized_size
+from r1vision.vision.family import FAMILIES
+from r1vision.vision.images import describe_source, load_image, resolve_path
+
+__all__ = [
+    "Clip",
+    "QwenVideoProcessor",
+    "VideoBudget",
+    "VideoLoadError",
+    "load_clip",
+    "sample_indices",
+    "video_budget_from_args",
+    "videos_of_row",
+]
+
+FRAME_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
+
+
+class VideoLoadError(ValueError):
+    """A video could not be loaded; the message names the source."""
+
+
+@dataclass(frozen=True)
+class VideoBudget:
+    """How many frames a video becomes and how large each frame is, for training, vLLM and ``infer``.
+
+    Defaults follow Video-R1's training setting (16 frames of at most 128 tokens each) and
+    qwen-vl-utils' sampling rate (2 frames per second, at least 4 frames).
+    """
+
+    fps: float = 2.0
+    min_frames: int = 4
+    max_frames: int = 16
+    min_frame_pixels: int = 4 * 28 * 28
+    max_frame_pixels: int = 128 * 28 * 28
+    total_pixels: int | None = None
+    factor: int = 28
+    temporal_patch_size: int = 2
+
+    def __post_init__(self) -> None:
+        if self.fps <= 0:
+            raise ValueError(f"video fps must be positive, got {self.fps}")
+        if not 1 <= self.min_frames <= self.max_frames:
+            raise ValueError(
+                f"need 1 <= video_min_frames <= video_max_frames, got {self.min_frames}, {self.max_frames}"
+            )
+        if self.max_frame_pixels < max(self.min_frame_pixels, self.factor * self.factor):
+            raise ValueError(
+                f"video_max_frame_pixels={self.max_frame_pixels} is below one frame's minimum "
+                f"({max(self.min_frame_pixels, self.factor * self.factor)})"
+            )
+
+    @classmethod
+    def for_family(cls, family: str, **overrides: Any) -> VideoBudget:
+        """The family's factor (28 or 32) with the given fields; ``None`` values keep the defaults."""
+        factor = FAMILIES[family].factor if family in FAMILIES else 28
+        # The defaults count tokens (4 and 128 per frame): the same counts at the family's token size.
+        base = cls(
+            factor=factor, min_frame_pixels=4 * factor * factor, max_frame_pixels=128 * factor * factor
+        )
+        fields = {k: v for k, v in overrides.items() if v is not None}
+        if "max_frame_pixels" in fields and "min_frame_pixels" not in fields:  # a small cap lowers the floor
+            fields["min_frame_pixels"] = min(
+                base.min_frame_pixels, max(factor * factor, fields["max_frame_pixels"])
+            )
+        return cls(**{**base.__dict__, **fields}) if fields else base
+
+    def frame_size(self, width: int, height: int, num_frames: int) -> tuple[int, int]:
+        """(width, height) each of ``num_frames`` frames of this size is resized to."""
+        max_pixels = self.max_frame_pixels
+        if self.total_pixels is not None:
+            share = self.total_pixels / max(num_frames, 1) * self.temporal_patch_size
+            max_pixels = max(min(max_pixels, int(share)), int(self.min_frame_pixels * 1.05))
+        return resized_size(width, height, self.min_frame_pixels, max_pixels, self.factor)
+
+    def num_tokens(self, width: int, height: int, num_frames: int) -> int:
+        """Video placeholder tokens for ``num_frames`` sampled frames of this original size."""
+        w, h = self.frame_size(width, height, num_frames)
+        steps = math.ceil(num_frames / self.temporal_patch_size)
+        return steps * (w // self.factor) * (h // self.factor)
+
+
+def video_budget_from_args(family: str, args: Any, processor: Any = None) -> VideoBudget:
+    """The run's video budget from its ``video_*`` options (absent or ``None``: the defaults); the
+    processor's video processor is given the same per-frame bounds, so its own resize is a no-op."""
+    budget = VideoBudget.for_family(
+        family,
+        fps=getattr(args, "video_fps", None),
+        min_frames=getattr(args, "video_min_frames", None),
+        max_frames=getattr(args, "video_max_frames", None),
+        max_frame_pixels=getattr(args, "video_max_frame_pixels", None),
+        total_pixels=getattr(args, "video_total_pixels", None),
+    )
+    video_processor = getattr(processor, "video_processor", None)
+    if isinstance(video_processor, QwenVideoProcessor):
+        video_processor.min_pixels = budget.min_frame_pixels
+        video_processor.max_pixels = budget.max_frame_pixels
+        video_processor.size = {
+            "shortest_edge": budget.min_frame_pixels,
+            "longest_edge": budget.max_frame_pixels,
+        }
+    return budget
+
+
+def sample_indices(total_frames: int, video_fps: float, budget: VideoBudget) -> list[int]:
+    """Indices of the frames kept from a video of ``total_frames`` frames at ``video_fps``."""
+    if total_frames < 1:
+        raise VideoLoadError("the video has no frames")
+    if total_frames < budget.temporal_patch_size:
+        return list(range(total_frames))
+    step = budget.temporal_patch_size
+    wanted = total_frames / video_fps * budget.fps
+    lowest = math.ceil(budget.min_frames / step) * step
+    highest = max(step, (min(budget.max_frames, total_frames) // step) * step)
+    n = min(max(wanted, lowest), highest, total_frames)
+    n = max(step, int(n // step) * step)
+    return [int(i) for i in np.linspace(0, total_frames - 1, n).round()]
+
+
+class Clip(np.ndarray):
+    """Sampled, resized frames ``(T, H, W, 3)`` uint8, with where they came from: the source's frame
+    rate ``fps``, its ``total_num_frames`` and the kept ``frames_indices`` (Qwen2.5-VL's temporal
+    positions and Qwen3-VL's timestamps are computed from them)."""
+
+    fps: float | None
+    total_num_frames: int
+    frames_indices: list[int]
+    original_size: tuple[int, int]
+
+    def __new__(
+        cls,
+        frames: np.ndarray,
+        fps: float | None,
+        total_num_frames: int,
+        frames_indices: Sequence[int],
+        original_size: tuple[int, int],
+    ) -> Clip:
+        obj = np.ascontiguousarray(frames, dtype=np.uint8).view(cls)
+        obj.fps = fps
+        obj.total_num_frames = total_num_frames
+        obj.frames_indices = list(frames_indices)
+        obj.original_size = original_size
+        return obj
+
+    def __array_finalize__(self, obj: Any) -> None:
+        if obj is None:
+            return
+        self.fps = getattr(obj, "fps", None)
+        self.total_num_frames = getattr(obj, "total_num_frames", 0)
+        self.frames_indices = list(getattr(obj, "frames_indices", []))
+        self.original_size = getattr(obj, "original_size", (0, 0))
+
+    def __reduce__(self):  # keep the metadata through pickling (dataloader workers, multiprocessing)
+        state = super().__reduce__()
+        extra = (self.fps, self.total_num_frames, self.frames_indices, self.original_size)
+        return (state[0], state[1], (*state[2], extra))
+
+    def __setstate__(self, state: Any) -> None:
+        *base, extra = state
+        super().__setstate__(tuple(base))
+        self.fps, self.total_num_frames, self.frames_indices, self.original_size = extra
+
+    @property
+    def frame_size(self) -> tuple[int, int]:
+        """(width, height) of the frames, as PIL reports image sizes."""
+        return int(self.shape[2]), int(self.shape[1])
+
+
+def describe_video(value: Any) -> str:
+    """Short description of a video value for error messages."""
+    return f"<{len(value)} frames>" if isinstance(value, (list, tuple)) else describe_source(value)
+
+
+def load_clip(
+    value: Any, budget: VideoBudget, root: str | os.PathLike | None = None, fps: float | None = None
+) -> Clip:
+    """Decode, sample and resize a video given as a file (any container PyAV reads), a folder of frame
+    images, a list of frames (paths, PIL images, bytes), ``{"path"|"bytes": ...}`` (the Hub ``Video``
+    feature undecoded) or a ``(T, H, W, 3)`` array. ``fps`` is the frame rate of frame lists and folders
+    (default: ``budget.fps``, so every frame up to ``max_frames`` is kept). Raises :class:`VideoLoadError`."""
+    try:
+        if isinstance(value, Clip):
+            return value
+        if isinstance(value, dict) and value.get("bytes"):
+            return _decode_container(io.BytesIO(value["bytes"]), budget, describe_video(value))
+        if isinstance(value, dict) and value.get("path"):
+            return load_clip(value["path"], budget, root, fps)
+        if isinstance(value, (str, os.PathLike)):
+            path = resolve_path(value, root)
+            if path.is_dir():
+                frames = sorted(p for p in path.iterdir() if p.suffix.lower() in FRAME_SUFFIXES)
+                if not frames:
+                    raise VideoLoadError(
+                        f"video folder {path} holds no frame images ({', '.join(FRAME_SUFFIXES)})"
+                    )
+                return _from_frames(frames, budget, fps, root=None)
+            if not path.is_file():
+                raise VideoLoadError(f"video file not found: {path}")
+            return _decode_container(str(path), budget, str(path))
+        if isinstance(value, np.ndarray) and value.ndim == 4:
+            return _from_frames(list(value), budget, fps, root)
+        if isinstance(value, (list, tuple)) and value:
+            return _from_frames(list(value), budget, fps, root)
+        raise VideoLoadError(f"unsupported video value of type {type(value).__name__}")
+    except VideoLoadError:
+        raise
+    except Exception as exc:  # decoders raise many types for corrupt data
+        raise VideoLoadError(f"cannot decode video {describe_video(value)}: {exc}") from exc
+
+
+def _from_frames(frames: list[Any], budget: VideoBudget, fps: float | None, root: Any) -> Clip:
+    rate = fps or budget.fps
+    keep = sample_indices(len(frames), rate, budget)
+    images = [_frame_image(frames[i], root) for i in keep]
+    return _resize(images, rate, len(frames), keep, budget)
+
+
+def _frame_image(value: Any, root: Any) -> Image.Image:
+    if isinstance(value, np.ndarray):
+        return Image.fromarray(np.asarray(value, dtype=np.uint8)).convert("RGB")
+    return load_image(value, root)
+
+
+def _decode_container(source: Any, budget: VideoBudget, name: str, known_total: int | None = None) -> Clip:
+    try:
+        import av
+    except ImportError as exc:
+        raise VideoLoadError(
+            f"decoding {name} needs PyAV: pip install 'r1vision[video]' (or give the frames as image files)"
+        ) from exc
+    with av.open(source) as container:
+        if not container.streams.video:
+            raise VideoLoadError(f"{name} has no video stream")
+        stream = container.streams.video[0]
+        rate = float(stream.average_rate or stream.guessed_rate or budget.fps)
+        total = known_total or int(stream.frames or 0)
+        if total <= 0:  # the container does not know its length: decode it all (short clips)
+            frames = [frame.to_image().convert("RGB") for frame in container.decode(stream)]
+            keep = sample_indices(len(frames), rate, budget)
+            return _resize([frames[i] for i in keep], rate, len(frames), keep, budget)
+        # Keep only the sampled frames while decoding: a long video never sits in memory whole.
+        keep = sample_indices(total, rate, budget)
+        wanted = set(keep)
+        images, seen = [], 0
+        for frame in container.decode(stream):
+            if seen in wanted:
+                images.append(frame.to_image().convert("RGB"))
+            seen += 1
+            if len(images) == len(wanted):
+                break
+    if len(images) == len(wanted):
+        return _resize(images, rate, total, keep, budget)
+    if known_total is not None or seen == 0:
+        raise VideoLoadError(f"{name}: the video stream decodes to {seen} frames")
+    # The header overstated the length: decode again with the counted length.
+    if isinstance(source, io.BytesIO):
+        source.seek(0)
+    return _decode_container(source, budget, name, known_total=seen)
+
+
+def _resize(images: list[Image.Image], fps: float, total: int, keep: list[int], budget: VideoBudget) -> Clip:
+    width, height = images[0].size
+    size = budget.frame_size(width, height, len(images))
+    frames = np.stack(
+        [
+            np.asarray(img if img.size == size else img.resize(size, Image.Resampling.BICUBIC))
+            for img in images
+        ]
+    )
+    return Clip(frames, fps, total, keep, (width, height))
+
+
+def videos_of_row(row: dict[str, Any]) -> list[Any]:
+    """The raw video values of a row: the ``videos`` list, or ``[video]``; empty if neither. A ``path``
+    column counts as the video in Video-R1's schema (``data_type == "video"``)."""
+    if row.get("videos") is not None:
+        value = row["videos"]
+        return list(value) if isinstance(value, (list, tuple)) else [value]
+    if row.get("video") is not None:
+        return [row["video"]]
+    if row.get("data_type") == "video" and row.get("path"):
+        return [row["path"]]
+    return []
+
+
+class QwenVideoProcessor:
+    """What transformers' Qwen-VL video processors compute (``pixel_values_videos``, ``video_grid_thw``,
+    ``video_metadata``), with torch alone. Frames already at a multiple of ``patch_size * merge_size``
+    (what :func:`load_clip` returns) are used as they are; others are resized to the processor's
+    per-frame budget first."""
+
+    model_input_names = ["pixel_values_videos", "video_grid_thw"]
+
+    def __init__(
+        self,
+        patch_size: int = 14,
+        temporal_patch_size: int = 2,
+        merge_size: int = 2,
+        image_mean: Sequence[float] = (0.48145466, 0.4578275, 0.40821073),
+        image_std: Sequence[float] = (0.26862954, 0.26130258, 0.27577711),
+        rescale_factor: float = 1 / 255,
+        min_pixels: int = 4 * 28 * 28,
+        max_pixels: int = 128 * 28 * 28,
+    ) -> None:
+        self.patch_size = patch_size
+        self.temporal_patch_size = temporal_patch_size
+        self.merge_size = merge_size
+        self.image_mean = list(image_mean)
+        self.image_std = list(image_std)
+        self.rescale_factor = rescale_factor
+        self.min_pixels = min_pixels
+        self.max_pixels = max_pixels
+        self.size = {"shortest_edge": min_pixels, "longest_edge": max_pixels}
+
+    @classmethod
+    def from_image_processor(cls, image_processor: Any) -> QwenVideoProcessor:
+        """The video processor matching a Qwen-VL image processor (same patching and normalisation)."""
+        factor = image_processor.patch_size * image_processor.merge_size
+        return cls(
+            patch_size=image_processor.patch_size,
+            temporal_patch_size=image_processor.temporal_patch_size,
+            merge_size=image_processor.merge_size,
+            image_mean=image_processor.image_mean,
+            image_std=image_processor.image_std,
+            rescale_factor=getattr(image_processor, "rescale_factor", 1 / 255),
+            min_pixels=4 * factor * factor,
+            max_pixels=128 * factor * factor,
+        )
+
+    @property
+    def factor(self) -> int:
+        return self.patch_size * self.merge_size
+
+    def __call__(
+        self, videos: Any, return_metadata: bool = False, return_tensors: Any = None, **_: Any
+    ) -> Any:
+        """Patch rows of every video in ``videos`` (nested lists of clips / frame lists / 4-D arrays)."""
+        import torch
+        from transformers.feature_extraction_utils import BatchFeature
+        from transformers.video_utils import VideoMetadata
+
+        clips = [self._as_clip(v) for v in _flatten_videos(videos)]
+        rows, grids, metadata = [], [], []
+        for clip in clips:
+            patches, grid = self.patchify(clip)
+            rows.append(patches)
+            grids.append(grid)
+            metadata.append(
+                VideoMetadata(
+                    total_num_frames=clip.total_num_frames,
+                    fps=clip.fps,
+                    width=clip.original_size[0],
+                    height=clip.original_size[1],
+                    frames_indices=list(clip.frames_indices),
+                )
+            )
+        data: dict[str, Any] = {
+            "pixel_values_videos": torch.cat(rows) if rows else torch.zeros(0),
+            "video_grid_thw": torch.tensor(grids, dtype=torch.long),
+        }
+        if return_metadata:
+            data["video_metadata"] = metadata
+        return BatchFeature(data)
+
+    def _as_clip(self, value: Any) -> Clip:
+        if isinstance(value, Clip):
+            clip = value
+        else:
+            frames = [
+                np.asarray(f.convert("RGB")) if isinstance(f, Image.Image) else np.asarray(f) for f in value
+            ]
+            clip = Clip(
+                np.stack(frames),
+                None,
+                len(frames),
+                range(len(frames)),
+                (frames[0].shape[1], frames[0].shape[0]),
+            )
+        h, w = clip.shape[1:3]
+        if h % self.factor or w % self.factor:
+            size = resized_size(w, h, self.min_pixels, self.max_pixels, self.factor)
+            frames = np.stack(
+                [np.asarray(Image.fromarray(f).resize(size, Image.Resampling.BICUBIC)) for f in clip]
+            )
+            clip = Clip(frames, clip.fps, clip.total_num_frames, clip.frames_indices, clip.original_size)
+        return clip
+
+    def patchify(self, clip: np.ndarray) -> tuple[Any, list[int]]:
+        """``(T, H, W, 3)`` uint8 frames → patch rows ``(t*h*w, 3*tp*p*p)`` and the grid ``[t, h, w]``.
+
+        Row order is Qwen-VL's: time step, then 2x2 merge windows in raster order, then the patches
+        inside a window; each row is channel, time, patch row, patch column."""
+        import torch
+
+        tp, p, m = self.temporal_patch_size, self.patch_size, self.merge_size
+        x = torch.from_numpy(np.asarray(clip)).permute(0, 3, 1, 2).to(torch.float32) * self.rescale_factor
+        mean = torch.tensor(self.image_mean).view(1, 3, 1, 1)
+        std = torch.tensor(self.image_std).view(1, 3, 1, 1)
+        x = (x - mean) / std
+        if x.shape[0] % tp:  # pad with copies of the last frame, as Qwen-VL does
+            x = torch.cat([x, x[-1:].expand(tp - x.shape[0] % tp, -1, -1, -1)])
+        t, c, h, w = x.shape
+        gt, gh, gw = t // tp, h // p, w // p
+        x = x.reshape(gt, tp, c, gh // m, m, p, gw // m, m, p)
+        x = x.permute(0, 3, 6, 4, 7, 2, 1, 5, 8)
+        return x.reshape(gt * gh * gw, c * tp * p * p).contiguous(), [gt, gh, gw]
+
+    def get_num_of_video_patches(
+        self, num_frames: int, height: int, width: int, videos_kwargs: Any = None
+    ) -> int:
+        """Patch rows of a video of ``num_frames`` frames of ``height x width`` (after our resize)."""
+        w, h = resized_size(width, height, self.min_pixels, self.max_pixels, self.factor)
+        return (
+            math.ceil(num_frames / self.temporal_patch_size) * (h // self.patch_size) * (w // self.patch_size)
+        )
+
+
+def _flatten_videos(videos: Any) -> list[Any]:
+    """Every video in a nested list; a video is a 4-D array or a list of frames (PIL images / 3-D arrays)."""
+    if isinstance(videos, np.ndarray) and videos.ndim == 4:
+        return [videos]
+    if isinstance(videos, (list, tuple)):
+        if videos and (
+            isinstance(videos[0], Image.Image) or (isinstance(videos[0], np.ndarray) and videos[0].ndim == 3)
+        ):
+            return [list(videos)]
+        out: list[Any] = []
+        for item in videos:
+            out.extend(_flatten_videos(item))
+        return out
+    if videos is None:
+        return []
+    raise TypeError(
+        f"unsupported video input of type {type(videos).__name__}; decode it with r1vision.vision.video.load_clip"
+    )
