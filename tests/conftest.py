@@ -60,6 +60,17 @@ def tiny_model():
 
 
 @pytest.fixture(scope="session")
+def motion_dir(tmp_path_factory) -> Path:
+    """A synthetic ``motion`` (video) dataset: MP4 train split, PNG-frame-folder test split."""
+    from r1vision.tasks.motion.synth import synth_motion
+
+    root = tmp_path_factory.mktemp("motion")
+    synth_motion(root, 8, seed=0, split="train")
+    synth_motion(root, 4, seed=0, split="test", container="frames")
+    return root
+
+
+@pytest.fixture(scope="session")
 def color_dir(tmp_path_factory) -> Path:
     """A synthetic ``color`` dataset with train and test splits (PNG files + jsonl)."""
     from r1vision.tasks.color.synth import synth_color

@@ -13,6 +13,7 @@ from r1vision.tasks.registry import (
 )
 
 register_task("color", "r1vision.tasks.color.task:ColorTask")
+register_task("motion", "r1vision.tasks.motion.task:MotionTask")
 register_task("sgg", "r1vision.tasks.sgg.task:SGGTask")
 register_task("sgg_psg", "r1vision.tasks.sgg.task:PSGTask")
 register_task("geometry", "r1vision.tasks.geometry.task:GeometryTask")

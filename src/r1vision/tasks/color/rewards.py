@@ -6,30 +6,9 @@ import logging
 import re
 from typing import Any
 
-from r1vision.tasks.common import column, completion_text
+from r1vision.tasks.common import column, completion_text, extract_answer
 
 logger = logging.getLogger(__name__)
-
-_OPEN, _CLOSE = "<answer>", "</answer>"
-_SCAN = 4096  # model text is untrusted: only its start is searched
-
-
-def extract_answer(text: str) -> str | None:
-    """The lower-cased text inside the first ``<answer>…</answer>`` holding at most 64 characters and no
-    ``<``, or ``None``. Plain ``str.find`` scans of the first 4096 characters (a regex with two ``\\s*``
-    around a lazy group backtracked quadratically on a tag followed by spaces: 1.4 s)."""
-    head = text[:_SCAN]
-    lower = head.lower()
-    start = lower.find(_OPEN)
-    while start >= 0:
-        end = lower.find(_CLOSE, start + len(_OPEN))
-        if end < 0:
-            return None
-        inner = head[start + len(_OPEN) : end].strip()
-        if "<" not in inner and len(inner) <= 64:
-            return inner.lower()
-        start = lower.find(_OPEN, start + 1)
-    return None
 
 
 def _accepted(gt: Any) -> set[str]:
