@@ -513,3 +513,23 @@ def test_a_sharded_checkpoint_resumes_on_its_own_process_count_only(tmp_path):
     (ckpt / "r1vision_layout.json").unlink()  # written before the file existed: nothing to compare
     (ckpt / "rng_state_0.pth").write_bytes(b"")
     assert layout_change_problem(str(ckpt), now) is None
+
+
+@pytest.mark.slow
+def test_ddp_grpo_on_video_rows_two_gloo_ranks(setup, motion_dir):
+    # The video path (decode, budget, per-sample video tensors through TRL's split) on two ranks that
+    # draw different clips.
+    root, _ = setup
+    from r1vision.testing.tiny import tiny_model_path
+
+    model = str(tiny_model_path("qwen2_5_vl"))
+    out = root / "ddp_video"
+    args = _grpo_args(model, motion_dir, out, "--max_steps", "2", "--video_max_frame_pixels", "1568")
+    args[args.index("--task") + 1] = "motion"
+    cmd = launch_command("ddp", 2, args)
+    _run([*cmd, "--save_strategy", "no"], root)
+    assert _layout(out)["world_size"] == 2
+    assert _steps(out) == ["1", "2"]
+    hashes = read_samples(out)  # the gathered rows of each step: two different draws
+    assert sorted(hashes) == [1, 2] and hashes[1] != hashes[2]
+    assert (out / "model.safetensors").exists()

@@ -34,6 +34,25 @@ class VisionOptions:
             "help": "Maximum image area after resizing; bounds the number of image tokens (area / factor²)."
         },
     )
+    video_fps: float | None = field(
+        default=None,
+        metadata={"help": "Frames sampled per second of video (None: 2.0, as qwen-vl-utils)."},
+    )
+    video_min_frames: int | None = field(
+        default=None, metadata={"help": "Fewest frames sampled from a video (None: 4)."}
+    )
+    video_max_frames: int | None = field(
+        default=None,
+        metadata={"help": "Most frames sampled from a video (None: 16, Video-R1's training setting)."},
+    )
+    video_max_frame_pixels: int | None = field(
+        default=None,
+        metadata={"help": "Largest area of one video frame after resizing (None: 128 tokens' worth)."},
+    )
+    video_total_pixels: int | None = field(
+        default=None,
+        metadata={"help": "Area all frames of one video share (None: no shared limit; each frame's own)."},
+    )
     validate_rows: int | None = field(
         default=None,
         metadata={

@@ -33,7 +33,15 @@ from r1vision.trainer.output import FinalOutputMixin
 from r1vision.trainer.sample_log import ROW_INDEX, with_row_index
 from r1vision.trainer.setup import VisionSetupMixin, drop_vision_input_grad_hooks
 from r1vision.trainer.validation import prompt_texts, row_label
+from r1vision.trainer.video_inputs import (
+    MixedVisionInputError,
+    count_video_parts,
+    fill_video_parts,
+    forward_with_videos,
+    split_video_fields,
+)
 from r1vision.vision.images import images_of_row, vision_columns, with_vision_columns
+from r1vision.vision.video import load_clip, videos_of_row
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +72,7 @@ class VisionGRPOTrainer(FinalOutputMixin, CheckpointRenameMixin, VisionSetupMixi
             model, args, processing_class, peft_config, callbacks, [train_dataset, eval_dataset]
         )
         processing_class.tokenizer.padding_side = "left"  # GRPO generates from left-padded prompts
+        _suppress_placeholders_for_videos(args, train_dataset, processing_class)
         train_dataset = with_row_index(train_dataset)
         eval_dataset = with_row_index(eval_dataset)
 
@@ -102,7 +111,8 @@ class VisionGRPOTrainer(FinalOutputMixin, CheckpointRenameMixin, VisionSetupMixi
             )
         use_compact_log(self)
         drop_vision_input_grad_hooks(self.model)
-        self._image_cache: tuple[Any, dict[str, Any]] | None = None
+        self._image_cache: tuple[Any, Any] | None = None
+        self._video_forward: list[dict[str, Any] | None] | None = None
         self._batch_labels: list[str] = []
         self._last_rewards_per_func: torch.Tensor | None = None
         if getattr(self.args, "dynamic_sampling", False):
@@ -110,6 +120,8 @@ class VisionGRPOTrainer(FinalOutputMixin, CheckpointRenameMixin, VisionSetupMixi
 
     # ----------------------------------------------------------------------------------------------- images
     def _prepare_vision_row(self, row: dict[str, Any]) -> dict[str, Any]:
+        if videos_of_row(row):
+            return self._prepare_video_row(row)
         if not images_of_row(row):
             return row
         # Rows arrive repeated num_generations times in a row; decode and resize each distinct row once.
@@ -121,6 +133,37 @@ class VisionGRPOTrainer(FinalOutputMixin, CheckpointRenameMixin, VisionSetupMixi
             if key is not None:
                 self._image_cache = (key, extra)
         return with_vision_columns(row, extra)
+
+    def _prepare_video_row(self, row: dict[str, Any]) -> dict[str, Any]:
+        """A video row: its clips decoded under the video budget, in the prompt's video parts."""
+        label = row_label(row, row.get("row_index"))
+        if images_of_row(row):
+            raise MixedVisionInputError(
+                f"{label}: the row has both images and videos; r1vision trains one kind per row "
+                "(TRL scores image tensors only, so a mixed row would be scored without its images)"
+            )
+        if self.video_budget is None:
+            raise MixedVisionInputError(
+                f"{label}: videos need a Qwen-VL family model (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5); "
+                f"this model is {self.model_family or 'another family'}"
+            )
+        if self.use_vllm:
+            raise MixedVisionInputError(
+                f"{label}: video rows generate with transformers for now; drop --use_vllm for video datasets"
+            )
+        key = row.get("row_index")
+        if key is not None and self._image_cache is not None and self._image_cache[0] == key:
+            clips = self._image_cache[1]
+        else:
+            root = self.args.image_root
+            clips = [load_clip(v, self.video_budget, root) for v in videos_of_row(row)]
+            if key is not None:
+                self._image_cache = (key, clips)
+        new = {k: v for k, v in row.items() if k not in ("video", "videos")}
+        new["prompt"] = fill_video_parts(row["prompt"], clips, label)
+        new["video_sizes"] = [[len(c), *c.frame_size] for c in clips]
+        new["original_video_sizes"] = [[c.total_num_frames, *c.original_size] for c in clips]
+        return new
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         output = self._generate_round(inputs)
@@ -134,7 +177,17 @@ class VisionGRPOTrainer(FinalOutputMixin, CheckpointRenameMixin, VisionSetupMixi
         if self.model.training and self._sample_log is not None:
             self._sample_log.record([row[ROW_INDEX] for row in inputs if row.get(ROW_INDEX) is not None])
         self._batch_labels = [row_label(row, row.get("row_index")) for row in inputs]
+        kinds = {("video" if row.get("video_sizes") else "image") for row in inputs if "prompt" in row}
+        has_images = any(images_of_row(row) for row in inputs)
+        if "video" in kinds and has_images:
+            raise MixedVisionInputError(
+                "this batch mixes image rows and video rows; TRL scores image tensors only, so keep one kind "
+                "per dataset (or per run)"
+            )
+        self._video_forward = None
         output = super()._generate_and_score_completions(inputs)
+        if self._video_forward is not None:  # per sample, so it follows TRL's shuffle and split
+            output["video_inputs"] = self._video_forward
         if self._last_rewards_per_func is not None:
             self._replace_advantages(output, len(inputs))
         return output
@@ -144,7 +197,48 @@ class VisionGRPOTrainer(FinalOutputMixin, CheckpointRenameMixin, VisionSetupMixi
         prompt_ids, images, multimodal_fields = super()._tokenize_prompts(prompts)
         if images is not None and "image_grid_thw" in multimodal_fields:
             self._check_placeholders(prompt_ids, images, multimodal_fields["image_grid_thw"])
+        if "video_grid_thw" in multimodal_fields:
+            counts = [count_video_parts(p) for p in prompts]
+            self._video_forward = split_video_fields(multimodal_fields, counts)
+            self._check_video_placeholders(prompt_ids, self._video_forward)
         return prompt_ids, images, multimodal_fields
+
+    def _check_video_placeholders(self, prompt_ids: list, per_sample: list) -> None:
+        """Every sample must carry exactly as many video tokens as its videos produce features."""
+        merge = self.processing_class.video_processor.merge_size
+        for i, (ids, video) in enumerate(zip(prompt_ids, per_sample, strict=True)):
+            expected = (
+                0 if video is None else int(video["video_grid_thw"].prod(dim=-1).sum()) // (merge * merge)
+            )
+            found = _count_token(ids, self._video_pad_token_id)
+            if found != expected:
+                raise ImagePlaceholderMismatchError(
+                    f"{self._label(i)}: the prompt has {found} video placeholder tokens but its video(s) produce "
+                    f"{expected} video features. Use one {{'type': 'video'}} part per video and no literal "
+                    "vision tokens in the text."
+                )
+
+    # ------------------------------------------------------------------------------------------------ videos
+    def _get_per_token_logps_and_entropies(
+        self, model, input_ids, attention_mask, logits_to_keep, batch_size=None, **kwargs
+    ):
+        videos = getattr(self, "_video_forward", None)
+        if not videos or all(v is None for v in videos):
+            return super()._get_per_token_logps_and_entropies(
+                model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size, **kwargs
+            )
+        token_ids = {"image": self._image_pad_token_id, "video": self._video_pad_token_id}
+        with forward_with_videos(model, videos, input_ids.size(0), batch_size, token_ids):
+            return super()._get_per_token_logps_and_entropies(
+                model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size, **kwargs
+            )
+
+    def _compute_loss(self, model, inputs):
+        self._video_forward = inputs.get("video_inputs")  # this step's rows, after TRL's shuffle and split
+        try:
+            return super()._compute_loss(model, inputs)
+        finally:
+            self._video_forward = None
 
     def _label(self, i: int) -> str:
         return self._batch_labels[i] if i < len(self._batch_labels) else f"sample {i}"
@@ -317,6 +411,27 @@ def _check_dynamic_sampling(args: Any, num_generations: int, train_dataset: Any)
         raise ValueError(
             "dynamic_sampling draws extra prompts by index: it needs a map-style (not streaming) dataset"
         )
+
+
+def _suppress_placeholders_for_videos(args: Any, dataset: Any, processor: Any) -> None:
+    """Video datasets: never sample a vision placeholder token. Qwen-VL counts every ``<|video_pad|>`` in a
+    sequence as a video slot, so a sampled one would break the scoring forward ("features and tokens do not
+    match"); TRL types only prompt tokens. Added to ``generation_kwargs["suppress_tokens"]`` (vLLM gets it as
+    a logit bias)."""
+    if dataset is None or isinstance(dataset, dict) or not hasattr(dataset, "__getitem__"):
+        return
+    try:
+        first = dataset[0]
+    except (IndexError, KeyError, TypeError):
+        return
+    if not videos_of_row(first):
+        return
+    tokenizer = getattr(processor, "tokenizer", processor)
+    names = ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>")
+    ids = [int(i) for i in (tokenizer.convert_tokens_to_ids(n) for n in names) if i is not None and i >= 0]
+    kwargs = dict(args.generation_kwargs or {})
+    kwargs["suppress_tokens"] = sorted({*map(int, kwargs.get("suppress_tokens") or []), *ids})
+    args.generation_kwargs = kwargs
 
 
 def _count_token(ids: Any, token_id: int) -> int:

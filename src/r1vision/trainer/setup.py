@@ -15,6 +15,7 @@ from r1vision.trainer.sample_log import SampleLogCallback
 from r1vision.trainer.validation import validate_dataset
 from r1vision.vision.budget import PixelBudget, apply_budget_to_processor, resolve_budget
 from r1vision.vision.family import LM_LINEAR_NAMES, is_vision_param, model_family_or_none
+from r1vision.vision.video import VideoBudget, video_budget_from_args
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +76,7 @@ class VisionSetup:
     budget: PixelBudget | None
     peft_config: Any
     callbacks: list
+    video_budget: VideoBudget | None = None  # None: not a Qwen-VL family (videos are refused)
 
 
 def prepare_vision_training(
@@ -97,10 +99,11 @@ def prepare_vision_training(
     model_config = AutoConfig.from_pretrained(model) if isinstance(model, str) else model.config
     family = model_family_or_none(model_config)
     processor = processing_class or AutoProcessor.from_pretrained(model_id)
-    budget = None
+    budget = video_budget = None
     if family is not None:
         budget = resolve_budget(family, args.min_pixels, args.max_pixels, processor)
         apply_budget_to_processor(processor, budget)
+        video_budget = video_budget_from_args(family, args, processor)
     else:  # a drop-in for TRL's trainer: other families train as TRL would, with what applies to them
         logger.warning(
             "model type %r is not a Qwen-VL family: r1vision's pixel budget (min/max_pixels), image-token "
@@ -122,7 +125,7 @@ def prepare_vision_training(
         callbacks.append(MetricsCSVCallback(os.path.join(args.output_dir, "metrics.csv")))
     callbacks.append(PreemptionCallback())  # a signal stops the run at a step boundary with a checkpoint
     callbacks.append(SampleLogCallback())  # which rows each step trained on (r1vision_samples.jsonl)
-    return VisionSetup(family, processor, budget, peft_config, callbacks)
+    return VisionSetup(family, processor, budget, peft_config, callbacks, video_budget)
 
 
 class VisionSetupMixin:
@@ -130,6 +133,7 @@ class VisionSetupMixin:
 
     model_family: str | None
     pixel_budget: PixelBudget | None
+    video_budget: VideoBudget | None
 
     def _prepare_vision(
         self,
@@ -144,6 +148,7 @@ class VisionSetupMixin:
         ``(processing_class, peft_config, callbacks)``."""
         setup = prepare_vision_training(model, args, processing_class, peft_config, callbacks, datasets)
         self.model_family, self.pixel_budget = setup.family, setup.budget
+        self.video_budget = setup.video_budget
         return setup.processor, setup.peft_config, setup.callbacks
 
     def _init_trl(self, args: Any, **trl_kwargs: Any) -> None:

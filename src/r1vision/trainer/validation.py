@@ -18,22 +18,23 @@ MAX_ASPECT_RATIO = 200
 def row_label(row: dict[str, Any], index: int | None) -> str:
     """How a row is named in error messages: its index plus an id column when it has one."""
     parts = [f"row {index}"] if index is not None else ["row ?"]
-    for key in ("id", "image_id", "row_id"):
+    for key in ("id", "image_id", "problem_id", "row_id"):
         if key in row and row[key] is not None:
             parts.append(f"{key}={row[key]!r}")
             break
     return " ".join(parts)
 
 
-def count_image_parts(prompt: Any) -> int:
-    """Number of ``{"type": "image"}`` parts in a conversational prompt (0 for plain text)."""
+def count_image_parts(prompt: Any, kind: str = "image") -> int:
+    """Number of ``{"type": kind}`` parts (``"image"`` or ``"video"``) in a conversational prompt (0 for
+    plain text)."""
     if not isinstance(prompt, list):
         return 0
     n = 0
     for message in prompt:
         content = message.get("content") if isinstance(message, dict) else None
         if isinstance(content, list):
-            n += sum(1 for part in content if isinstance(part, dict) and part.get("type") == "image")
+            n += sum(1 for part in content if isinstance(part, dict) and part.get("type") == kind)
     return n
 
 
@@ -77,6 +78,7 @@ def validate_row(row: dict[str, Any], index: int | None, image_root: str | None 
         raise DatasetValidationError(
             f"{label}: rows with images need a conversational prompt (a list of messages), got {type(prompt).__name__}"
         )
+    _validate_videos(row, label, image_root, has_images=bool(images))
     for j, value in enumerate(images):
         if value is None:
             raise DatasetValidationError(f"{label}: {column}[{j}] is empty")
@@ -89,6 +91,23 @@ def validate_row(row: dict[str, Any], index: int | None, image_root: str | None 
                 f"{label}: {column}[{j}] ({describe_source(value)}) is {width}x{height}, an aspect ratio above "
                 f"{MAX_ASPECT_RATIO}, the limit of Qwen-VL's resize rule (smart_resize); crop or pad it"
             )
+
+
+def _validate_videos(row: dict[str, Any], label: str, root: str | None, has_images: bool) -> None:
+    """Video rows: one kind of vision input per row, and every local video file or frame folder present
+    (decoding waits for the step that uses it: a long video is not read twice)."""
+    from r1vision.vision.images import resolve_path
+    from r1vision.vision.video import describe_video, videos_of_row
+
+    videos = videos_of_row(row)
+    if not videos:
+        return
+    if has_images:
+        raise DatasetValidationError(f"{label}: the row has both images and videos; use one kind per row")
+    for j, value in enumerate(videos):
+        if isinstance(value, str) and not value.startswith(("http://", "https://")):
+            if not resolve_path(value, root).exists():
+                raise DatasetValidationError(f"{label}: video {j} ({describe_video(value)}): file not found")
 
 
 def validate_dataset(dataset: Any, image_root: str | None = None, limit: int | None = None) -> int:
