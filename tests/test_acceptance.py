@@ -48,6 +48,7 @@ CHAINS = {
     "color_smoke-fixture": (["color_smoke.yaml"], "tiny:qwen2_vl", "color", []),
     "sgg_sft+sgg_grpo-qwen2_vl": (["sgg_sft.yaml", "sgg_grpo.yaml"], "real:qwen2_vl", "sgg", LONG),
     "geometry_grpo-qwen2_5_vl": (["geometry_grpo.yaml"], "real:qwen2_5_vl", "geometry", LONG),
+    "motion_grpo-qwen3_vl": (["motion_grpo.yaml"], "real:qwen3_vl", "motion", []),  # video rows
     "svg_grpo-qwen3_vl": (["svg_grpo.yaml"], "real:qwen3_vl", "svg", LONG),
     "svg_grpo_24gb-qwen2_5_vl": (["svg_grpo_24gb.yaml"], "real:qwen2_5_vl", "svg", LONG),
     # Per-rank vLLM servers need vLLM (tests/generation/test_vllm_server.py runs them in .venv-vllm); here the
@@ -155,6 +156,7 @@ def acceptance(tmp_path_factory):
         ("sgg", 1, {"preset": "demo"}),
         ("geometry", 128, {}),
         ("svg", 1, {}),
+        ("motion", 1, {}),
     ):
         data[task] = work / "data" / task
         get_task(task).synth(data[task], n, seed=0, split="train", options=opts)

@@ -20,6 +20,7 @@ SHIPPED = {
     "svg_grpo.yaml": ("grpo", "Qwen/Qwen3-VL-4B-Instruct", ["--zero", "3"]),
     "svg_grpo_24gb.yaml": ("grpo", "Qwen/Qwen3-VL-4B-Instruct", ["--zero", "3", "--card-gb", "24"]),
     "sgg_grpo_24gb.yaml": ("grpo", None, ["--gpus", "4", "--zero", "3", "--card-gb", "24"]),
+    "motion_grpo.yaml": ("grpo", "Qwen/Qwen2.5-VL-3B-Instruct", []),
 }
 
 
@@ -38,6 +39,23 @@ def test_shipped_recipe_dry_runs(name, capsys):
     for key in ("model", "pixel budget", "image tokens", "memory per GPU"):
         assert f"\n{key}" in f"\n{out}", (key, out)
     assert "OK: nothing refuses this run" in out
+
+
+def test_a_video_recipe_reports_its_video_tokens(capsys):
+    argv = [
+        "--config",
+        str(RECIPES / "motion_grpo.yaml"),
+        "--dry-run",
+        "--model",
+        "Qwen/Qwen2.5-VL-3B-Instruct",
+    ]
+    assert cli_main(["grpo", *argv]) == 0
+    out = capsys.readouterr().out
+    # 16 frames -> 8 time steps of at most 128 tokens (100352 pixels / 28²)
+    assert (
+        "video tokens" in out
+        and "up to 1024 per video: 16 frames at 2 fps -> 8 time steps x 128 tokens" in out
+    )
 
 
 def test_fsdp2_layout_is_its_own_estimate_not_zero3(capsys):

@@ -46,6 +46,7 @@ def _bad_input_errors() -> tuple[type[BaseException], ...]:
     from r1vision.tasks.registry import RewardWeightsError, UnknownNameError
     from r1vision.vision.images import ImageLoadError
     from r1vision.vision.records import PredictionFileError
+    from r1vision.vision.video import MixedVisionInputError, VideoLoadError
 
     return (
         UsageError,
@@ -53,6 +54,8 @@ def _bad_input_errors() -> tuple[type[BaseException], ...]:
         DatasetLoadError,
         DatasetValidationError,
         ImageLoadError,
+        VideoLoadError,
+        MixedVisionInputError,
         UnknownNameError,
         UnknownRewardError,
         RewardWeightsError,

@@ -174,7 +174,21 @@ def plan(kind: str, argv: Sequence[str]) -> DryRun:
     )
     out.add("image tokens", f"up to {per_image} per image, {max_images} image(s) per prompt")
     out.facts.update(family=family, budget=budget, image_tokens=per_image)
-    if config.max_pixels is None:
+    vision_pixels = budget.max_pixels  # what one prompt's vision input may cost, in image pixels
+    video, video_only = _video_budget(script, config, family)
+    if video is not None:
+        steps = -(-video.max_frames // video.temporal_patch_size)
+        per_frame = video.max_frame_pixels // (video.factor * video.factor)
+        per_video = steps * per_frame
+        out.add(
+            "video tokens",
+            f"up to {per_video} per video: {video.max_frames} frames at {video.fps:g} fps -> {steps} time steps "
+            f"x {per_frame} tokens (max {video.max_frame_pixels} pixels per frame)",
+        )
+        video_pixels = per_video * video.factor * video.factor
+        # a video task's prompts hold videos only: the image budget does not apply to them
+        vision_pixels = video_pixels if video_only else max(vision_pixels, video_pixels)
+    if config.max_pixels is None and not video_only:
         out.lines.append(
             f"{'':<22}note: no max_pixels in the recipe, so one image may take {per_image} tokens; "
             "set max_pixels to bound sequence length and memory"
@@ -206,7 +220,7 @@ def plan(kind: str, argv: Sequence[str]) -> DryRun:
         batch=config.per_device_train_batch_size,
         prompt_tokens=text_tokens,
         completion_tokens=completion,
-        max_pixels=budget.max_pixels,
+        max_pixels=vision_pixels,
         images=max_images,
         gradient_checkpointing=bool(config.gradient_checkpointing),
         vllm_gpu_memory_utilization=float(getattr(config, "vllm_gpu_memory_utilization", 0.3)),
@@ -250,6 +264,19 @@ def plan(kind: str, argv: Sequence[str]) -> DryRun:
             )
         )
     return out
+
+
+def _video_budget(script: Any, config: Any, family: str) -> tuple[Any, bool]:
+    """The run's video budget when it trains on videos (a video task, or any ``--video_*`` option set), and
+    whether its task's rows hold videos only; ``(None, False)`` otherwise."""
+    from r1vision.tasks import task_class
+    from r1vision.trainer.run_info import VIDEO_KEYS
+    from r1vision.vision.video import video_budget_from_args
+
+    video_task = bool(getattr(task_class(script.task), "videos", False))
+    if not video_task and not any(getattr(config, k, None) is not None for k in VIDEO_KEYS):
+        return None, False
+    return video_budget_from_args(family, config), video_task
 
 
 def _weight_bytes(config: Any, target_cpu: bool) -> int:

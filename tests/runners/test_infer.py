@@ -165,3 +165,33 @@ def test_a_sigterm_stops_infer_between_batches_and_the_same_command_continues(ti
     assert again.returncode == 0, again.stderr[-3000:]
     indices = [json.loads(x)["index"] for x in shard.read_text().splitlines()]
     assert sorted(indices) == list(range(n)) and indices[: len(first)] == first
+
+
+def test_infer_generates_video_rows_with_the_runs_video_budget(tiny_model, motion_dir, tmp_path):
+    """Video rows: sampled and resized under the training run's --video_* budget (or the command line's),
+    recorded per row, refused on the vLLM backend in one line."""
+    import shutil
+
+    from r1vision.runners.infer import inference_settings, run_inference
+    from r1vision.tasks import get_task
+    from r1vision.trainer.run_info import write_run_info
+    from r1vision.trainer.validation import DatasetValidationError
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model("qwen2_vl"), model)
+    write_run_info(model, {"task": "motion", "video_max_frame_pixels": 28 * 28, "video_max_frames": 4})
+    settings = inference_settings(str(model), video={"video_max_frames": 2})
+    assert settings["video"] == {"video_max_frame_pixels": 784, "video_max_frames": 2}
+    assert settings["sources"]["video"] == "run + command line"
+    task = get_task("motion")
+    out = run_inference(task, task.parse_options(), str(model), str(motion_dir), tmp_path / "pred", split="test",
+                        batch_size=2, video=settings["video"], progress=False)  # fmt: skip
+    records = [json.loads(line) for f in sorted(out.glob("*.jsonl")) for line in f.read_text().splitlines()]
+    assert sorted(r["index"] for r in records) == [0, 1, 2, 3]
+    # 8 frames in the folder, 2 kept (max_frames), one 28x28 token each, from 56x56 originals
+    assert all(r["video_size"] == [2, 28, 28] and r["original_video_size"] == [8, 56, 56] for r in records)
+    saved = json.loads((out / "r1vision_infer.json").read_text())["video"]
+    assert saved["max_frames"] == 2 and saved["max_frame_pixels"] == 784
+    with pytest.raises(DatasetValidationError, match="video rows: generate them with --backend hf"):
+        run_inference(task, task.parse_options(), str(model), str(motion_dir), tmp_path / "v", split="test",
+                      backend="vllm", video=settings["video"])  # fmt: skip

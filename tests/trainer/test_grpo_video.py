@@ -120,3 +120,34 @@ def test_video_rows_without_a_video_part_get_one(tiny_model, motion_dir, tmp_pat
         load_clip(clip_path, trainer.video_budget)
     )
     assert content[1] == {"type": "text", "text": "Which way does it move?"}
+
+
+def test_sft_refuses_video_rows_before_loading_weights(motion_dir, tmp_path):
+    from r1vision.trainer.config import VisionSFTConfig
+    from r1vision.trainer.sft import VideoSFTUnsupportedError, VisionSFTTrainer
+
+    rows = load_motion_dataset(motion_dir)
+    args = VisionSFTConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[])
+    with pytest.raises(
+        VideoSFTUnsupportedError, match="row 0 problem_id=0: sft does not train on video rows"
+    ):
+        VisionSFTTrainer("no/such-model", args=args, train_dataset=rows)
+
+
+def test_video_datasets_refuse_vllm_before_an_engine_starts(motion_dir, tiny_model):
+    from types import SimpleNamespace
+
+    from transformers import AutoProcessor
+
+    from r1vision.trainer.grpo import _prepare_for_videos
+
+    proc = AutoProcessor.from_pretrained(tiny_model("qwen2_vl"))
+    rows = _rows(motion_dir)
+    with pytest.raises(
+        MixedVisionInputError, match="row 0 problem_id=0: the dataset has video rows.*drop --use_vllm"
+    ):
+        _prepare_for_videos(SimpleNamespace(use_vllm=True, generation_kwargs=None), rows, proc)
+    args = SimpleNamespace(use_vllm=False, generation_kwargs={"suppress_tokens": [3]})
+    _prepare_for_videos(args, rows, proc)
+    pad = proc.tokenizer.convert_tokens_to_ids("<|video_pad|>")
+    assert 3 in args.generation_kwargs["suppress_tokens"] and pad in args.generation_kwargs["suppress_tokens"]

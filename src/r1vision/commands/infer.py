@@ -42,6 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
     add(p, "--seed", type=int, default=0)
     add(p, "--min_pixels", type=int, default=None)
     add(p, "--max_pixels", type=int, default=None)
+    # the video budget (see `r1vision grpo --help`); unset: the training run's, else the defaults
+    add(p, "--video_fps", type=float, default=None, help="frames sampled per second of video (2.0)")
+    add(p, "--video_min_frames", minimum=1, type=int, default=None, help="fewest frames per video (4)")
+    add(p, "--video_max_frames", minimum=1, type=int, default=None, help="most frames per video (16)")
+    add(p, "--video_max_frame_pixels", minimum=1, type=int, default=None, help="largest frame area")
+    add(p, "--video_total_pixels", minimum=1, type=int, default=None, help="area a video's frames share")
     add(p, "--limit", minimum=1, type=int, default=None, help="the first N rows only")
     add(p, "--image_root", default=None, help="folder relative image paths resolve against")
     add(p, "--task_options", default=None, help="JSON object of the task's options (merged into the run's)")
@@ -81,10 +87,14 @@ def run(argv: Sequence[str]) -> int:
     from r1vision.runners.infer import InferenceStopped, inference_settings, run_inference
     from r1vision.tasks import get_task
     from r1vision.tasks.options import options_mapping
+    from r1vision.trainer.run_info import VIDEO_KEYS
 
     given = options_mapping(a.task_options) if a.task_options else None
     try:
-        settings = inference_settings(a.model, a.task, a.max_new_tokens, given, a.min_pixels, a.max_pixels)
+        video = {k: getattr(a, k) for k in VIDEO_KEYS}
+        settings = inference_settings(
+            a.model, a.task, a.max_new_tokens, given, a.min_pixels, a.max_pixels, video=video
+        )
     except ValueError as exc:  # no task named anywhere
         raise UsageError(str(exc)) from None
     print(
@@ -111,6 +121,7 @@ def run(argv: Sequence[str]) -> int:
             limit=a.limit,
             image_root=a.image_root,
             backend=a.backend,
+            video=settings["video"],
         )
     except InferenceStopped as exc:  # a preemption: exit as the trainers do, so sbatch --requeue reruns it
         from r1vision.trainer.preemption import EXIT_PREEMPTED

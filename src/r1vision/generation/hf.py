@@ -46,9 +46,10 @@ def generation_config(model: Any, processor: Any, options: SamplingOptions) -> A
         num_beams=1,
         length_penalty=1.0,
     )
-    image_token = getattr(model.config, "image_token_id", None)
-    if image_token is not None:
-        kwargs["suppress_tokens"] = [image_token]  # a sampled image token breaks the next forward
+    # a sampled image or video placeholder token breaks the next forward
+    placeholders = [getattr(model.config, k, None) for k in ("image_token_id", "video_token_id")]
+    if any(t is not None for t in placeholders):
+        kwargs["suppress_tokens"] = [t for t in placeholders if t is not None]
     return GenerationConfig(**kwargs)
 
 
@@ -66,22 +67,28 @@ def generate(
     options: SamplingOptions,
     image_root: str | None = None,
     images: Sequence[list[Any]] | None = None,
+    videos: Sequence[list[Any]] | None = None,
 ) -> list[list[str]]:
     """Generate ``options.num_samples`` completions for each row; returns one list of texts per row.
 
-    ``images`` (per row, already resized to ``budget``) skips loading when the caller has them.
+    ``images`` (per row, already resized to ``budget``) skips loading when the caller has them; ``videos``
+    (per row, :class:`~r1vision.vision.video.Clip` values from ``load_clip``) fill the prompts' video parts.
     """
-    texts = [
-        processor.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=False)
-        for row in rows
-    ]
+    videos = [list(v) for v in videos] if videos is not None else [[] for _ in rows]
+    prompts = [_with_video_parts(row["prompt"], clips) for row, clips in zip(rows, videos, strict=True)]
+    texts = [processor.apply_chat_template(p, add_generation_prompt=True, tokenize=False) for p in prompts]
     if images is None:
         images = [prepare_prompt_images(row, budget, image_root) for row in rows]
     images = [list(imgs) for imgs in images]
     has_images = any(images)
     processor.tokenizer.padding_side = "left"
+    flat_videos = [clip for clips in videos for clip in clips]
     inputs = processor(
-        text=texts, images=images if has_images else None, padding=True, return_tensors="pt"
+        text=texts,
+        images=images if has_images else None,
+        videos=flat_videos or None,
+        padding=True,
+        return_tensors="pt",
     ).to(model.device)
     if not options.greedy:
         torch.manual_seed(options.seed)
@@ -89,3 +96,13 @@ def generate(
     decoded = processor.batch_decode(out[:, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
     k = options.num_samples
     return [decoded[i * k : (i + 1) * k] for i in range(len(rows))]
+
+
+def _with_video_parts(prompt: Any, clips: list[Any]) -> Any:
+    """A prompt with a ``{"type": "video"}`` part per clip (added before the first user message's text when
+    it has none), so the chat template emits one video placeholder per clip."""
+    if not clips:
+        return prompt
+    from r1vision.vision.video import fill_video_parts
+
+    return fill_video_parts(prompt, clips, "prompt")

@@ -13,12 +13,13 @@ from r1vision.tasks import task_class
 from r1vision.tasks.base import RunContext, Task
 from r1vision.trainer.merge import resolve_model
 from r1vision.trainer.preemption import signals_held
-from r1vision.trainer.run_info import read_run_info
+from r1vision.trainer.run_info import VIDEO_KEYS, read_run_info
 from r1vision.trainer.validation import DatasetValidationError, row_label
 from r1vision.vision.budget import apply_budget_to_processor, resolve_budget
 from r1vision.vision.family import model_family_of
 from r1vision.vision.images import ImageLoadError, fit_to_budget, images_of_row, load_image
 from r1vision.vision.records import PredictionMismatchError, RecordWriter, row_id
+from r1vision.vision.video import VideoBudget, VideoLoadError, load_clip, videos_of_row
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +40,7 @@ def run_inference(
     progress: bool = True,
     backend: str = "hf",
     max_model_len: int | None = None,
+    video: dict[str, Any] | None = None,
 ) -> Path:
     """Generate for every row of ``dataset`` not yet in ``out_dir`` and append records as they finish.
 
@@ -46,7 +48,8 @@ def run_inference(
     shard. ``backend``: ``"hf"`` (transformers ``generate``) or ``"vllm"`` (an in-process vLLM engine with
     the same pixel budget; each prompt's image tokens are checked against the processor's).
     ``opts`` (the task's parsed ``Options``, e.g. ``prompt="closed"``) build the prompts the model was
-    trained with. Returns ``out_dir``.
+    trained with. ``video``: the ``video_*`` budget options (:class:`~r1vision.vision.video.VideoBudget`;
+    video rows generate with the ``hf`` backend). Returns ``out_dir``.
     """
     if backend not in ("hf", "vllm"):
         raise ValueError(f"backend={backend!r}; choose 'hf' or 'vllm'")
@@ -64,6 +67,13 @@ def run_inference(
     run = RunContext(family, budget, max_completion_length=options.max_new_tokens)
     rows = task.load(dataset, split, opts, run)
     n = len(rows) if limit is None else min(limit, len(rows))
+    video_budget = VideoBudget.for_family(
+        family, **{k.removeprefix("video_"): v for k, v in (video or {}).items()}
+    )
+    if backend == "vllm" and n and videos_of_row(rows[0]):
+        raise DatasetValidationError(
+            f"split {split!r} holds video rows: generate them with --backend hf (vLLM runs with videos off)"
+        )
     rank, world = process_shard(state)
     settings = {
         "model": model_path,
@@ -77,6 +87,8 @@ def run_inference(
         "max_pixels": budget.max_pixels,
         "model_family": family,
     }
+    if n and videos_of_row(rows[0]):
+        settings["video"] = {k: v for k, v in video_budget.__dict__.items() if k not in ("factor",)}
     check_or_write_settings(out_dir, settings, write=rank == 0)
     writer = RecordWriter(out_dir, rank=rank)
     todo = [i for i in range(rank, n, world) if i not in writer.done]
@@ -112,12 +124,18 @@ def run_inference(
                     _row_images(row, i, image_root, split) for i, row in zip(batch_idx, batch, strict=True)
                 ]
                 resized = [[fit_to_budget(img, budget) for img in imgs] for imgs in originals]
+                clips = [
+                    _row_clips(row, i, image_root, split, video_budget)
+                    for i, row in zip(batch_idx, batch, strict=True)
+                ]
                 if backend == "vllm":
                     texts = model.generate(batch, resized, batch_options)
                 else:
-                    texts = generate(model, processor, batch, budget, batch_options, images=resized)
-                for i, row, samples, orig, res in zip(
-                    batch_idx, batch, texts, originals, resized, strict=True
+                    texts = generate(
+                        model, processor, batch, budget, batch_options, images=resized, videos=clips
+                    )
+                for i, row, samples, orig, res, row_clips in zip(
+                    batch_idx, batch, texts, originals, resized, clips, strict=True
                 ):
                     record = {
                         "index": i,
@@ -130,6 +148,12 @@ def run_inference(
                     if orig:  # the frame coordinate answers are in (see the task's box convention)
                         record["original_image_size"] = list(orig[0].size)
                         record["image_size"] = list(res[0].size)
+                    if row_clips:  # frames x width x height the model saw, and of the source
+                        record["video_size"] = [len(row_clips[0]), *row_clips[0].frame_size]
+                        record["original_video_size"] = [
+                            row_clips[0].total_num_frames,
+                            *row_clips[0].original_size,
+                        ]
                     if len(samples) > 1:
                         record["samples"] = samples
                     writer.write(record)
@@ -158,9 +182,27 @@ def _row_images(row: dict[str, Any], index: int, image_root: Any, split: str) ->
         raise DatasetValidationError(f"split {split!r}, {row_label(row, index)}: {exc}") from exc
 
 
+def _row_clips(row: dict[str, Any], index: int, root: Any, split: str, budget: VideoBudget) -> list[Any]:
+    """The row's videos, sampled and resized under ``budget``; a missing or corrupt one stops the run naming
+    the split and row, as images do."""
+    try:
+        return [load_clip(v, budget, root) for v in videos_of_row(row)]
+    except VideoLoadError as exc:
+        raise DatasetValidationError(f"split {split!r}, {row_label(row, index)}: {exc}") from exc
+
+
 SETTINGS_FILE = "r1vision_infer.json"
 # What must not change between a killed run and its resumption: the rows and how they are decoded.
-_SAME_ON_RESUME = ("dataset", "split", "task", "task_options", "sampling", "min_pixels", "max_pixels")
+_SAME_ON_RESUME = (
+    "dataset",
+    "split",
+    "task",
+    "task_options",
+    "sampling",
+    "min_pixels",
+    "max_pixels",
+    "video",
+)
 
 
 def _json_options(opts: Any) -> dict[str, Any]:
@@ -220,6 +262,7 @@ def inference_settings(
     task_options: dict[str, Any] | None = None,
     min_pixels: int | None = None,
     max_pixels: int | None = None,
+    video: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """What ``infer`` runs with, and where each value came from (``sources``, for the log line).
 
@@ -257,7 +300,14 @@ def inference_settings(
             min_pixels, sources["min_pixels"] = int(run["min_pixels"]), "run"
         if max_pixels is None and run.get("max_pixels") is not None:
             max_pixels, sources["max_pixels"] = int(run["max_pixels"]), "run"
+    video = {k: v for k, v in (video or {}).items() if v is not None}
+    if same_task:  # the video budget option by option: the command line's, else the run's
+        from_run = {k: run[k] for k in VIDEO_KEYS if run.get(k) is not None and k not in video}
+        if from_run:
+            sources["video"] = "run" + (" + command line" if video else "")
+        video = {**from_run, **video}
     return {
+        "video": video,
         "task": task,
         "task_options": task_options,
         "max_new_tokens": max_new_tokens,

@@ -81,6 +81,8 @@ class Task(ABC):
     max_new_tokens: ClassVar[int] = 1024
     #: ``"module:function"`` that writes a synthetic dataset (see :meth:`synth`).
     synthesizer: ClassVar[str] = ""
+    # rows carry videos (``--dry-run`` then sizes the prompts by the video budget)
+    videos: ClassVar[bool] = False
 
     @classmethod
     def parse_options(cls, given: Mapping[str, Any] | None = None) -> Any:

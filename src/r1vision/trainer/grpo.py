@@ -32,7 +32,7 @@ from r1vision.trainer.logline import use_compact_log
 from r1vision.trainer.output import FinalOutputMixin
 from r1vision.trainer.sample_log import ROW_INDEX, with_row_index
 from r1vision.trainer.setup import VisionSetupMixin, drop_vision_input_grad_hooks
-from r1vision.trainer.validation import prompt_texts, row_label
+from r1vision.trainer.validation import first_row, prompt_texts, row_label
 from r1vision.trainer.video_inputs import (
     MixedVisionInputError,
     count_video_parts,
@@ -72,7 +72,7 @@ class VisionGRPOTrainer(FinalOutputMixin, CheckpointRenameMixin, VisionSetupMixi
             model, args, processing_class, peft_config, callbacks, [train_dataset, eval_dataset]
         )
         processing_class.tokenizer.padding_side = "left"  # GRPO generates from left-padded prompts
-        _suppress_placeholders_for_videos(args, train_dataset, processing_class)
+        _prepare_for_videos(args, train_dataset, processing_class)
         train_dataset = with_row_index(train_dataset)
         eval_dataset = with_row_index(eval_dataset)
 
@@ -413,19 +413,19 @@ def _check_dynamic_sampling(args: Any, num_generations: int, train_dataset: Any)
         )
 
 
-def _suppress_placeholders_for_videos(args: Any, dataset: Any, processor: Any) -> None:
-    """Video datasets: never sample a vision placeholder token. Qwen-VL counts every ``<|video_pad|>`` in a
-    sequence as a video slot, so a sampled one would break the scoring forward ("features and tokens do not
-    match"); TRL types only prompt tokens. Added to ``generation_kwargs["suppress_tokens"]`` (vLLM gets it as
-    a logit bias)."""
-    if dataset is None or isinstance(dataset, dict) or not hasattr(dataset, "__getitem__"):
+def _prepare_for_videos(args: Any, dataset: Any, processor: Any) -> None:
+    """Video datasets: refused with ``use_vllm`` before any engine starts, and never sample a vision
+    placeholder token: Qwen-VL counts every ``<|video_pad|>`` in a sequence as a video slot, so a sampled one
+    would break the scoring forward ("features and tokens do not match"). Added to
+    ``generation_kwargs["suppress_tokens"]``."""
+    first = first_row(dataset)
+    if first is None or not videos_of_row(first):
         return
-    try:
-        first = dataset[0]
-    except (IndexError, KeyError, TypeError):
-        return
-    if not videos_of_row(first):
-        return
+    if args.use_vllm:
+        raise MixedVisionInputError(
+            f"{row_label(first, 0)}: the dataset has video rows, which generate with transformers for now; "
+            "drop --use_vllm"
+        )
     tokenizer = getattr(processor, "tokenizer", processor)
     names = ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>")
     ids = [int(i) for i in (tokenizer.convert_tokens_to_ids(n) for n in names) if i is not None and i >= 0]

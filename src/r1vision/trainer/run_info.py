@@ -14,6 +14,16 @@ from typing import Any
 RUN_FILE = "r1vision_run.json"
 
 
+# The video budget's options (``--video_*``): saved with the run, so ``infer`` samples frames as training did.
+VIDEO_KEYS = (
+    "video_fps",
+    "video_min_frames",
+    "video_max_frames",
+    "video_max_frame_pixels",
+    "video_total_pixels",
+)
+
+
 def _absolute_if_local(path: str) -> str:
     return str(Path(path).resolve()) if path and Path(path).exists() else path
 
@@ -41,7 +51,14 @@ def run_settings(
         "max_pixels": config.max_pixels,
         "lora_r": config.lora_r,
     }
-    for key in ("max_completion_length", "max_length", "temperature", "top_p", "num_generations"):
+    for key in (
+        *VIDEO_KEYS,
+        "max_completion_length",
+        "max_length",
+        "temperature",
+        "top_p",
+        "num_generations",
+    ):
         if hasattr(config, key):
             settings[key] = getattr(config, key)
     return settings

@@ -18,11 +18,28 @@ from r1vision.trainer.logline import use_compact_log
 from r1vision.trainer.output import FinalOutputMixin
 from r1vision.trainer.sample_log import ROW_INDEX, with_row_index
 from r1vision.trainer.setup import VisionSetupMixin, drop_vision_input_grad_hooks
-from r1vision.trainer.validation import check_sequence_lengths
+from r1vision.trainer.validation import DatasetValidationError, check_sequence_lengths, first_row, row_label
 from r1vision.vision.budget import PixelBudget
 from r1vision.vision.images import fit_to_budget, images_of_row, load_image
+from r1vision.vision.video import videos_of_row
 
 logger = logging.getLogger(__name__)
+
+
+class VideoSFTUnsupportedError(DatasetValidationError):
+    """SFT was given video rows, which it does not train on yet."""
+
+
+def _refuse_videos(*datasets: Any) -> None:
+    """TRL 1.16's vision collator hands the processor images only: a video row would fail inside the first
+    step with a token-count error. Refuse it before any weights load, naming the row."""
+    for dataset in datasets:
+        first = first_row(dataset)
+        if first is not None and videos_of_row(first):
+            raise VideoSFTUnsupportedError(
+                f"{row_label(first, 0)}: sft does not train on video rows yet (GRPO does); start GRPO from the "
+                "base model, or SFT on image rows"
+            )
 
 
 class BudgetedImageCollator:
@@ -65,6 +82,7 @@ class VisionSFTTrainer(FinalOutputMixin, CheckpointRenameMixin, VisionSetupMixin
         **kwargs: Any,
     ) -> None:
         args = args or VisionSFTConfig(output_dir="outputs/sft")
+        _refuse_videos(train_dataset, eval_dataset)
         train_dataset = with_row_index(train_dataset)
         processing_class, peft_config, callbacks = self._prepare_vision(
             model, args, processing_class, peft_config, callbacks, [train_dataset, eval_dataset]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from r1vision.tasks.loading import DatasetValidationError
-from r1vision.vision.images import ImageLoadError, describe_source, images_of_row, load_image
+from r1vision.vision.images import ImageLoadError, count_parts, describe_source, images_of_row, load_image
 
 # Literal vision tokens in a prompt's text desynchronise placeholders and features (TRL #6401/#6294).
 _RAW_VISION_MARKERS = ("<|image_pad|>", "<|vision_start|>", "<|vision_end|>", "<|video_pad|>")
@@ -28,14 +28,7 @@ def row_label(row: dict[str, Any], index: int | None) -> str:
 def count_image_parts(prompt: Any, kind: str = "image") -> int:
     """Number of ``{"type": kind}`` parts (``"image"`` or ``"video"``) in a conversational prompt (0 for
     plain text)."""
-    if not isinstance(prompt, list):
-        return 0
-    n = 0
-    for message in prompt:
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, list):
-            n += sum(1 for part in content if isinstance(part, dict) and part.get("type") == kind)
-    return n
+    return count_parts(prompt, kind)
 
 
 def prompt_texts(prompt: Any) -> list[str]:
@@ -108,6 +101,16 @@ def _validate_videos(row: dict[str, Any], label: str, root: str | None, has_imag
         if isinstance(value, str) and not value.startswith(("http://", "https://")):
             if not resolve_path(value, root).exists():
                 raise DatasetValidationError(f"{label}: video {j} ({describe_video(value)}): file not found")
+
+
+def first_row(dataset: Any) -> dict[str, Any] | None:
+    """The first row of a map-style dataset, or ``None`` (no dataset, a dict of splits, a stream, empty)."""
+    if dataset is None or isinstance(dataset, dict) or not hasattr(dataset, "__getitem__"):
+        return None
+    try:
+        return dataset[0]
+    except (IndexError, KeyError, TypeError):
+        return None
 
 
 def validate_dataset(dataset: Any, image_root: str | None = None, limit: int | None = None) -> int:

@@ -16,8 +16,7 @@ from typing import Any
 
 import torch
 
-from r1vision.trainer.validation import count_image_parts
-from r1vision.vision.video import Clip
+from r1vision.vision.video import MixedVisionInputError, count_video_parts, fill_video_parts
 
 __all__ = [
     "MixedVisionInputError",
@@ -29,42 +28,6 @@ __all__ = [
 ]
 
 VIDEO_FIELDS = ("pixel_values_videos", "video_grid_thw", "second_per_grid_ts")
-
-
-class MixedVisionInputError(ValueError):
-    """Images and videos in one batch, or videos where they cannot be used; the message says what to do."""
-
-
-def count_video_parts(prompt: Any) -> int:
-    """Number of ``{"type": "video"}`` parts in a conversational prompt."""
-    return count_image_parts(prompt, "video")
-
-
-def fill_video_parts(prompt: Any, clips: Sequence[Clip], label: str) -> list[dict[str, Any]]:
-    """``prompt`` with its ``{"type": "video"}`` parts holding ``clips`` in order; a prompt without video
-    parts gets them at the start of its first user message (as TRL places images). The counts must agree."""
-    if isinstance(prompt, str):
-        prompt = [{"role": "user", "content": prompt}]
-    parts = count_video_parts(prompt)
-    if parts and parts != len(clips):
-        raise MixedVisionInputError(
-            f"{label}: the prompt has {parts} video part(s) but the row has {len(clips)} video(s)"
-        )
-    queue = iter(clips)
-    out, placed = [], bool(parts)
-    for message in prompt:
-        content = message.get("content")
-        if parts and isinstance(content, list):
-            content = [
-                {"type": "video", "video": next(queue)} if part.get("type") == "video" else part
-                for part in content
-            ]
-        elif not placed and message.get("role") == "user":
-            text = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
-            content = [{"type": "video", "video": c} for c in clips] + text
-            placed = True
-        out.append({**message, "content": content})
-    return out
 
 
 def split_video_fields(fields: dict[str, Any], per_sample: Sequence[int]) -> list[dict[str, Any] | None]:

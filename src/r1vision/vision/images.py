@@ -102,6 +102,18 @@ def fit_to_budget(img: Image.Image, budget: PixelBudget | None) -> Image.Image:
     return img if size == img.size else img.resize(size, Image.Resampling.BICUBIC)
 
 
+def count_parts(prompt: Any, kind: str) -> int:
+    """Number of ``{"type": kind}`` content parts in a conversational prompt (0 for plain text)."""
+    if not isinstance(prompt, list):
+        return 0
+    n = 0
+    for message in prompt:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            n += sum(1 for part in content if isinstance(part, dict) and part.get("type") == kind)
+    return n
+
+
 def images_of_row(row: dict[str, Any]) -> list[Any]:
     """The raw image values of a row: the ``images`` list, or ``[image]``; empty if neither."""
     if row.get("images") is not None:

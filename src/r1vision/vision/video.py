@@ -27,10 +27,13 @@ from PIL import Image
 
 from r1vision.vision.budget import resized_size
 from r1vision.vision.family import FAMILIES
-from r1vision.vision.images import describe_source, load_image, resolve_path
+from r1vision.vision.images import count_parts, describe_source, load_image, resolve_path
 
 __all__ = [
     "Clip",
+    "MixedVisionInputError",
+    "count_video_parts",
+    "fill_video_parts",
     "QwenVideoProcessor",
     "VideoBudget",
     "VideoLoadError",
@@ -86,7 +89,9 @@ class VideoBudget:
             factor=factor, min_frame_pixels=4 * factor * factor, max_frame_pixels=128 * factor * factor
         )
         fields = {k: v for k, v in overrides.items() if v is not None}
-        if "max_frame_pixels" in fields and "min_frame_pixels" not in fields:  # a small cap lowers the floor
+        if "max_frames" in fields and "min_frames" not in fields:  # a small cap lowers the floor
+            fields["min_frames"] = min(base.min_frames, fields["max_frames"])
+        if "max_frame_pixels" in fields and "min_frame_pixels" not in fields:
             fields["min_frame_pixels"] = min(
                 base.min_frame_pixels, max(factor * factor, fields["max_frame_pixels"])
             )
@@ -308,6 +313,42 @@ def videos_of_row(row: dict[str, Any]) -> list[Any]:
     if row.get("data_type") == "video" and row.get("path"):
         return [row["path"]]
     return []
+
+
+class MixedVisionInputError(ValueError):
+    """Images and videos in one batch, or videos where they cannot be used; the message says what to do."""
+
+
+def count_video_parts(prompt: Any) -> int:
+    """Number of ``{"type": "video"}`` parts in a conversational prompt."""
+    return count_parts(prompt, "video")
+
+
+def fill_video_parts(prompt: Any, clips: Sequence[Clip], label: str) -> list[dict[str, Any]]:
+    """``prompt`` with its ``{"type": "video"}`` parts holding ``clips`` in order; a prompt without video
+    parts gets them at the start of its first user message (as TRL places images). The counts must agree."""
+    if isinstance(prompt, str):
+        prompt = [{"role": "user", "content": prompt}]
+    parts = count_video_parts(prompt)
+    if parts and parts != len(clips):
+        raise MixedVisionInputError(
+            f"{label}: the prompt has {parts} video part(s) but the row has {len(clips)} video(s)"
+        )
+    queue = iter(clips)
+    out, placed = [], bool(parts)
+    for message in prompt:
+        content = message.get("content")
+        if parts and isinstance(content, list):
+            content = [
+                {"type": "video", "video": next(queue)} if part.get("type") == "video" else part
+                for part in content
+            ]
+        elif not placed and message.get("role") == "user":
+            text = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+            content = [{"type": "video", "video": c} for c in clips] + text
+            placed = True
+        out.append({**message, "content": content})
+    return out
 
 
 class QwenVideoProcessor:

@@ -21,6 +21,7 @@ class MotionTask(Task):
     Options = NoOptions
     max_new_tokens = 16
     synthesizer = "r1vision.tasks.motion.synth:synth_motion"
+    videos = True
 
     def load(self, source: str | Path, split: str, opts: NoOptions, run: RunContext):
         return load_motion_dataset(source, split)
