@@ -240,7 +240,7 @@ def run_sft(script: ScriptArguments, config: Any) -> str:
     """Train with ``VisionSFTTrainer`` on the task's targets; returns the output directory."""
 
     prepared = prepare(script, config)
-    keep = {"prompt", "completion", "images", "video", "videos"}  # videos: for sft's one-line refusal
+    keep = {"prompt", "completion", "images", "video", "videos"}
     train, evald = (_only(d, keep) for d in (prepared.train, prepared.evald))
     trainer = VisionSFTTrainer(script.model, args=config, train_dataset=train, eval_dataset=evald)
     check_requested_layout(trainer.accelerator)

@@ -18,48 +18,73 @@ from r1vision.trainer.logline import use_compact_log
 from r1vision.trainer.output import FinalOutputMixin
 from r1vision.trainer.sample_log import ROW_INDEX, with_row_index
 from r1vision.trainer.setup import VisionSetupMixin, drop_vision_input_grad_hooks
-from r1vision.trainer.validation import DatasetValidationError, check_sequence_lengths, first_row, row_label
+from r1vision.trainer.validation import check_sequence_lengths, first_row, row_label
 from r1vision.vision.budget import PixelBudget
 from r1vision.vision.images import fit_to_budget, images_of_row, load_image
-from r1vision.vision.video import videos_of_row
+from r1vision.vision.video import VideoBudget, fill_video_parts, load_clip, videos_of_row
 
 logger = logging.getLogger(__name__)
 
 
-class VideoSFTUnsupportedError(DatasetValidationError):
-    """SFT was given video rows, which it does not train on yet."""
+def _with_empty_images(dataset: Any) -> Any:
+    """Video rows get an empty ``images`` column: TRL routes a dataset to its vision collator (not its text
+    tokenizer, which would render one placeholder token per video) only when it sees an image column."""
+    first = first_row(dataset)
+    if first is None or not videos_of_row(first) or "images" in first or "image" in first:
+        return dataset
+    return dataset.map(lambda _: {"images": []}, desc="video rows: empty images column")
 
 
-def _refuse_videos(*datasets: Any) -> None:
-    """TRL 1.16's vision collator hands the processor images only: a video row would fail inside the first
-    step with a token-count error. Refuse it before any weights load, naming the row."""
-    for dataset in datasets:
-        first = first_row(dataset)
-        if first is not None and videos_of_row(first):
-            raise VideoSFTUnsupportedError(
-                f"{row_label(first, 0)}: sft does not train on video rows yet (GRPO does); start GRPO from the "
-                "base model, or SFT on image rows"
-            )
+class _ProcessorWithVideos:
+    """The processor, with this batch's clips handed to every call whose text holds video placeholders:
+    TRL's collator calls ``processor(images=..., text=...)`` and knows no videos."""
+
+    def __init__(self, processor: Any, clips: list[Any]) -> None:
+        self._processor = processor
+        self._clips = clips
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._processor, name)
+
+    def __call__(self, *args: Any, text: Any = None, **kwargs: Any) -> Any:
+        token = getattr(self._processor, "video_token", "<|video_pad|>")
+        texts = [text] if isinstance(text, str) else list(text or [])
+        if self._clips and any(token in t for t in texts):
+            kwargs["videos"] = self._clips
+        return self._processor(*args, text=text, **kwargs)
 
 
 class BudgetedImageCollator:
     """Wraps TRL's vision collator: loads each row's images and resizes them to the budget first."""
 
-    def __init__(self, inner: Any, budget: PixelBudget, image_root: str | None) -> None:
+    def __init__(
+        self, inner: Any, budget: PixelBudget, image_root: str | None, video_budget: VideoBudget | None = None
+    ) -> None:
         self.inner = inner
         self.budget = budget
         self.image_root = image_root
+        self.video_budget = video_budget
 
     def __call__(self, examples: list[dict[str, Any]]) -> dict[str, Any]:
-        prepared, indices = [], []
+        prepared, indices, clips = [], [], []
         for row in examples:
             raw = images_of_row(row)
-            new = {k: v for k, v in row.items() if k not in ("image", "images", ROW_INDEX)}
+            new = {k: v for k, v in row.items() if k not in ("image", "images", "video", "videos", ROW_INDEX)}
             new["images"] = [fit_to_budget(load_image(v, self.image_root), self.budget) for v in raw]
+            videos = videos_of_row(row)
+            if videos and self.video_budget is not None:  # into the prompt's video parts, in order
+                row_clips = [load_clip(v, self.video_budget, self.image_root) for v in videos]
+                new["prompt"] = fill_video_parts(row["prompt"], row_clips, row_label(row, row.get(ROW_INDEX)))
+                clips.extend(row_clips)
             prepared.append(new)
             if row.get(ROW_INDEX) is not None:
                 indices.append(int(row[ROW_INDEX]))
-        batch = self.inner(prepared)
+        processor = self.inner.processor
+        self.inner.processor = _ProcessorWithVideos(processor, clips)
+        try:
+            batch = self.inner(prepared)
+        finally:
+            self.inner.processor = processor
         if len(indices) == len(examples):  # travels with the batch; compute_loss takes it off
             batch[ROW_INDEX] = torch.tensor(indices)
         return batch
@@ -82,8 +107,8 @@ class VisionSFTTrainer(FinalOutputMixin, CheckpointRenameMixin, VisionSetupMixin
         **kwargs: Any,
     ) -> None:
         args = args or VisionSFTConfig(output_dir="outputs/sft")
-        _refuse_videos(train_dataset, eval_dataset)
-        train_dataset = with_row_index(train_dataset)
+        train_dataset = with_row_index(_with_empty_images(train_dataset))
+        eval_dataset = _with_empty_images(eval_dataset)
         processing_class, peft_config, callbacks = self._prepare_vision(
             model, args, processing_class, peft_config, callbacks, [train_dataset, eval_dataset]
         )
@@ -111,14 +136,23 @@ class VisionSFTTrainer(FinalOutputMixin, CheckpointRenameMixin, VisionSetupMixin
         use_compact_log(self)
         drop_vision_input_grad_hooks(self.model)
         if getattr(self, "_is_vision_dataset", False) and self.pixel_budget is not None:
-            self.data_collator = BudgetedImageCollator(self.data_collator, self.pixel_budget, args.image_root)
+            self.data_collator = BudgetedImageCollator(
+                self.data_collator, self.pixel_budget, args.image_root, self.video_budget
+            )
 
     def _set_signature_columns_if_needed(self) -> None:
         """TRL keeps the columns its collator reads; the row index travels too (see compute_loss)."""
         super()._set_signature_columns_if_needed()
         vision = getattr(self, "_is_vision_dataset", False)  # text rows go through TRL's tokenizing map
         if vision and self._signature_columns is not None and ROW_INDEX not in self._signature_columns:
-            self._signature_columns = [*self._signature_columns, ROW_INDEX]
+            self._signature_columns = [
+                *self._signature_columns,
+                ROW_INDEX,
+                "video",
+                "videos",
+                "id",
+                "problem_id",
+            ]
 
     def compute_loss(self, model: Any, inputs: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
         """TRL's loss, after taking the rows' indices off the batch (recorded for the sample log in training)."""

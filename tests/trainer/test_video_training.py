@@ -1,5 +1,6 @@
-"""VisionGRPOTrainer on video rows: trains each Qwen family, scores every completion with its video (the
-log-probabilities equal a direct forward of the processor's inputs), and refuses what it cannot do right."""
+"""Training on video rows: GRPO trains each Qwen family and scores every completion with its video (the
+log-probabilities equal a direct forward of the processor's inputs), SFT puts each row's video in its batch,
+and what cannot be done right is refused."""
 
 from __future__ import annotations
 
@@ -122,16 +123,24 @@ def test_video_rows_without_a_video_part_get_one(tiny_model, motion_dir, tmp_pat
     assert content[1] == {"type": "text", "text": "Which way does it move?"}
 
 
-def test_sft_refuses_video_rows_before_loading_weights(motion_dir, tmp_path):
+def test_sft_trains_on_video_rows_with_each_rows_video_in_its_batch(tiny_model, motion_dir, tmp_path):
     from r1vision.trainer.config import VisionSFTConfig
-    from r1vision.trainer.sft import VideoSFTUnsupportedError, VisionSFTTrainer
+    from r1vision.trainer.sft import VisionSFTTrainer
 
     rows = load_motion_dataset(motion_dir)
-    args = VisionSFTConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[])
-    with pytest.raises(
-        VideoSFTUnsupportedError, match="row 0 problem_id=0: sft does not train on video rows"
-    ):
-        VisionSFTTrainer("no/such-model", args=args, train_dataset=rows)
+    args = VisionSFTConfig(
+        output_dir=str(tmp_path), use_cpu=True, report_to=[], max_steps=2, per_device_train_batch_size=2,
+        video_max_frame_pixels=28 * 28, learning_rate=1e-3, disable_tqdm=True,
+    )  # fmt: skip
+    trainer = VisionSFTTrainer(tiny_model("qwen2_5_vl"), args=args, train_dataset=rows)
+    batch = trainer.data_collator([dict(trainer.train_dataset[i]) for i in (0, 1)])
+    assert batch["video_grid_thw"].tolist() == [[2, 2, 2], [2, 2, 2]]  # 4 frames of one token, per row
+    pad = trainer.processing_class.tokenizer.convert_tokens_to_ids("<|video_pad|>")
+    assert (batch["input_ids"] == pad).sum(dim=1).tolist() == [2, 2]
+    assert (batch["labels"][batch["input_ids"] == pad] == -100).all()  # the video is prompt, not target
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    assert math.isfinite(trainer.train().training_loss)
+    assert any(not torch.equal(before[n], p.detach()) for n, p in trainer.model.named_parameters())
 
 
 def test_video_datasets_refuse_vllm_before_an_engine_starts(motion_dir, tiny_model):
