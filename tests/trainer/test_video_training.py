@@ -160,3 +160,19 @@ def test_video_datasets_refuse_vllm_before_an_engine_starts(motion_dir, tiny_mod
     _prepare_for_videos(args, rows, proc)
     pad = proc.tokenizer.convert_tokens_to_ids("<|video_pad|>")
     assert 3 in args.generation_kwargs["suppress_tokens"] and pad in args.generation_kwargs["suppress_tokens"]
+
+
+def test_two_videos_in_one_prompt_train_with_both(tiny_model, motion_dir, tmp_path):
+    paths = _rows(motion_dir)["video"]
+    prompt = [
+        {"role": "user", "content": [{"type": "video"}, {"type": "text", "text": "then"}, {"type": "video"}]}
+    ]
+    data = Dataset.from_list(
+        [{"prompt": prompt, "videos": [paths[i], paths[i + 1]], "id": f"p{i}"} for i in range(4)]
+    )
+    args = grpo_args(tmp_path, video_max_frame_pixels=28 * 28, max_steps=1)
+    trainer = VisionGRPOTrainer(tiny_model("qwen2_vl"), [varied_reward], args=args, train_dataset=data)
+    assert math.isfinite(trainer.train().training_loss)
+    videos = trainer._buffered_inputs[0]["video_inputs"]
+    assert all(v["video_grid_thw"].tolist() == [[2, 2, 2], [2, 2, 2]] for v in videos)
+    assert all(v["pixel_values_videos"].shape[0] == 16 for v in videos)  # 2 videos x 8 patch rows

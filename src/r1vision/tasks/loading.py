@@ -208,6 +208,7 @@ def load_rows(source: str | Path, split: str = "train", required: Sequence[str] 
     else:
         dataset = _load_files(list(where.files), split)
         dataset = _absolute_image_paths(dataset, where.files[0].parent)
+    dataset = _undecoded_videos(dataset)
     if len(dataset) == 0:
         raise DatasetLoadError(f"{source}: split {split!r} has no rows")
     missing = [c for c in required if c not in dataset.column_names]
@@ -280,6 +281,18 @@ def dataset_path(value: str, root: Path | str, where: str = "") -> str:
             "files inside it, or pass --allow_external_paths to read files anywhere"
         )
     return str(resolved)
+
+
+def _undecoded_videos(dataset):
+    """Hub ``Video`` columns as ``{"path", "bytes"}``: ``datasets`` decodes them with torchcodec, which has no
+    CPU build for torch 2.13; r1vision samples and decodes the frames itself (``vision.video.load_clip``)."""
+    import datasets
+
+    features = getattr(dataset, "features", None) or {}
+    for name, feature in features.items():
+        if isinstance(feature, datasets.Video) and feature.decode:
+            dataset = dataset.cast_column(name, datasets.Video(decode=False))
+    return dataset
 
 
 def media_columns(columns: Any) -> list[str]:

@@ -72,3 +72,23 @@ def test_bad_rows_fail_before_training(motion_dir, tmp_path):
     with pytest.raises(DatasetLoadError, match="row 0: solution 'B' holds no <answer>LETTER</answer>"):
         load_motion_dataset(tmp_path, "train")
     assert isinstance(rows, Dataset)
+
+
+def test_a_hub_video_feature_loads_undecoded_and_trains_its_frames(motion_dir, tmp_path):
+    """datasets decodes Video columns with torchcodec (no CPU build here): rows get {path, bytes} instead."""
+    import datasets
+
+    from r1vision.tasks.loading import load_rows
+    from r1vision.vision.video import VideoBudget, load_clip
+
+    rows = [json.loads(line) for line in (motion_dir / "train.jsonl").read_text().splitlines()][:2]
+    data = datasets.Dataset.from_dict(
+        {"video": [str(motion_dir / r["path"]) for r in rows], "problem": [r["problem"] for r in rows]}
+    ).cast_column("video", datasets.Video())
+    data.save_to_disk(str(tmp_path / "hub_like"))
+    loaded = load_rows(tmp_path / "hub_like", "train")
+    assert loaded.features["video"].decode is False
+    value = loaded[0]["video"]
+    assert value["path"].endswith(".mp4")
+    clip = load_clip(value, VideoBudget(max_frame_pixels=784, min_frame_pixels=784))
+    assert clip.shape == (4, 28, 28, 3) and clip.total_num_frames == 8
