@@ -166,3 +166,9 @@ def test_synth_rows_follow_video_r1_schema(tmp_path):
         assert any(o.startswith(f"{letter}. {r['direction']}") for o in r["options"])
         assert (tmp_path / r["path"]).is_file()
     assert path.read_text() == synth_motion(tmp_path / "again", 6, seed=3).read_text()
+    fixed = synth_motion(tmp_path / "fixed", 6, seed=3, shuffle_options=False, container="frames")
+    for r in map(json.loads, fixed.read_text().splitlines()):  # the letter names the direction
+        assert r["options"] == ["A. left", "B. right", "C. up", "D. down"]
+        assert (
+            r["solution"] == f"<answer>{'ABCD'['left right up down'.split().index(r['direction'])]}</answer>"
+        )

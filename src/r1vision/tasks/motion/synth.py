@@ -73,11 +73,13 @@ def synth_motion(
     frames: int = 8,
     fps: int = 4,
     container: str = "mp4",
+    shuffle_options: bool = True,
 ) -> Path:
     """Write ``n`` rows to ``out_dir/{split}.jsonl`` with videos under ``out_dir/videos/``; return the jsonl.
 
-    The options are the four directions in a shuffled order, so the answer letter varies. Deterministic
-    for a seed (the MP4 bytes depend on the encoder build; the decoded content does not).
+    The options are the four directions in a shuffled order, so the answer letter varies (with
+    ``shuffle_options=False`` always ``A. left, B. right, C. up, D. down``: the letter names the direction).
+    Deterministic for a seed (the MP4 bytes depend on the encoder build; the decoded content does not).
     """
     if n <= 0:
         raise ValueError(f"n must be positive, got {n}")
@@ -92,7 +94,7 @@ def synth_motion(
             direction = rng.choice(DIRECTIONS)
             color = rng.choice(sorted(COLORS))
             shape = rng.choice(("circle", "square"))
-            order = rng.sample(DIRECTIONS, len(DIRECTIONS))
+            order = rng.sample(DIRECTIONS, len(DIRECTIONS)) if shuffle_options else list(DIRECTIONS)
             letter = LETTERS[order.index(direction)]
             rel = f"videos/{split}_{i:05d}" + (".mp4" if container == "mp4" else "")
             write_video(motion_frames(direction, color, shape, rng, size, frames), out / rel, fps, container)
