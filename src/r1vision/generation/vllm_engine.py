@@ -277,6 +277,12 @@ class VLLMGenerator:
             **engine_kwargs(model_path, budget, max_images, max_model_len=max_model_len, **overrides)
         )
 
+    @property
+    def placeholder_ids(self) -> list[int]:
+        """The image and video placeholder ids: never to be sampled (see ``generate``)."""
+        video = getattr(self.processor, "video_token_id", None)
+        return [self.image_token_id] + ([int(video)] if video is not None else [])
+
     def prompt_ids(self, row: dict[str, Any], images: list[Any]) -> list[int]:
         """The trainer's expanded token IDs for ``row`` (the processor's chat template and image sizes)."""
         text = self.processor.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=False)
@@ -299,8 +305,8 @@ class VLLMGenerator:
             min_p=0.0 if greedy else options.min_p,
             repetition_penalty=options.repetition_penalty,
             seed=options.seed,
-            # As in hf.generate: a sampled image placeholder has no features behind it.
-            logit_bias={self.image_token_id: -100.0},
+            # As in hf.generate: a sampled image or video placeholder has no features behind it.
+            logit_bias={t: -100.0 for t in self.placeholder_ids},
         )
         expanded = [self.prompt_ids(row, list(imgs)) for row, imgs in zip(rows, images, strict=True)]
         limit = self.llm.llm_engine.model_config.max_model_len  # the engine's own (also when reused)
