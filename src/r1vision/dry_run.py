@@ -271,7 +271,7 @@ def _video_budget(script: Any, config: Any, family: str) -> tuple[Any, bool]:
     whether its task's rows hold videos only; ``(None, False)`` otherwise."""
     from r1vision.tasks import task_class
     from r1vision.trainer.run_info import VIDEO_KEYS
-    from r1vision.vision.video import video_budget_from_args
+    from r1vision.vision.video_processor import video_budget_from_args
 
     video_task = bool(getattr(task_class(script.task), "videos", False))
     if not video_task and not any(getattr(config, k, None) is not None for k in VIDEO_KEYS):

@@ -19,7 +19,7 @@ def test_loads_with_auto_classes_and_generates(tiny_model, family):
     processor = AutoProcessor.from_pretrained(path)
     assert model.config.model_type == family
     # An image-only processor (not just a tokenizer) even though torchvision is absent.
-    from r1vision.vision.video import QwenVideoProcessor
+    from r1vision.vision.video_processor import QwenVideoProcessor
 
     # transformers' video processors need torchvision: the processor carries r1vision's torch-only one.
     assert hasattr(processor, "image_processor") and isinstance(processor.video_processor, QwenVideoProcessor)

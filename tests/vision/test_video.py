@@ -13,13 +13,12 @@ from r1vision.tasks.motion.synth import motion_frames, synth_motion, write_video
 from r1vision.vision.family import FAMILIES
 from r1vision.vision.video import (
     Clip,
-    QwenVideoProcessor,
     VideoBudget,
     VideoLoadError,
     load_clip,
     sample_indices,
-    video_budget_from_args,
 )
+from r1vision.vision.video_processor import QwenVideoProcessor, video_budget_from_args
 
 
 @pytest.fixture(scope="module", params=["qwen2_vl", "qwen2_5_vl", "qwen3_vl"])

@@ -101,7 +101,7 @@ def with_video_stand_in(processor: Any) -> Any:
     """Give an image-only processor a :class:`VideoProcessorStandIn` (vLLM reads its sizes). r1vision's own
     torch-only video processor is swapped out too: vLLM runs with videos off, and the stand-in is what its
     tests cover."""
-    from r1vision.vision.video import QwenVideoProcessor
+    from r1vision.vision.video_processor import QwenVideoProcessor
 
     current = getattr(processor, "video_processor", None)
     if current is None or isinstance(current, QwenVideoProcessor):

@@ -15,7 +15,8 @@ from r1vision.trainer.sample_log import SampleLogCallback
 from r1vision.trainer.validation import validate_dataset
 from r1vision.vision.budget import PixelBudget, apply_budget_to_processor, resolve_budget
 from r1vision.vision.family import LM_LINEAR_NAMES, is_vision_param, model_family_or_none
-from r1vision.vision.video import VideoBudget, video_budget_from_args
+from r1vision.vision.video import VideoBudget
+from r1vision.vision.video_processor import video_budget_from_args
 
 logger = logging.getLogger(__name__)
 

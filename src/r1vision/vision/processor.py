@@ -37,7 +37,7 @@ class _ImageOnlyMixin:
     def _attach_video_processor(self) -> None:
         """Videos through :class:`~r1vision.vision.video.QwenVideoProcessor` (torch alone); not a
         constructor argument, so saved folders stay the stock layout."""
-        from r1vision.vision.video import QwenVideoProcessor
+        from r1vision.vision.video_processor import QwenVideoProcessor
 
         image_processor = getattr(self, "image_processor", None)
         if image_processor is not None and hasattr(image_processor, "temporal_patch_size"):
