@@ -17,6 +17,7 @@ from r1vision.vision.video import (
     VideoLoadError,
     load_clip,
     sample_indices,
+    video_tokens,
 )
 from r1vision.vision.video_processor import QwenVideoProcessor, video_budget_from_args
 
@@ -118,6 +119,22 @@ def test_budget_token_count_is_what_the_processor_emits(processor, tmp_path, tot
     pad = proc.tokenizer.convert_tokens_to_ids("<|video_pad|>")
     assert list(out["input_ids"][0]).count(pad) == budget.num_tokens(90, 60, len(clip))
     assert out["video_grid_thw"].tolist()[0][0] == len(clip) // 2
+
+
+@pytest.mark.parametrize("total_pixels", [None, 8 * 28 * 28])
+def test_header_token_count_equals_the_decoded_clips(tmp_path, total_pixels):
+    # The SFT length pre-check counts video tokens from headers; decoding must give the same count.
+    budget = VideoBudget(max_frame_pixels=9 * 28 * 28, max_frames=6, total_pixels=total_pixels)
+    frames = [Image.new("RGB", (90, 60), (i * 20, 0, 0)) for i in range(13)]
+    mp4 = write_video(frames, tmp_path / "a.mp4", 5, "mp4")
+    folder = write_video(frames, tmp_path / "a", 5, "frames")
+    for value, fps in ((mp4, None), (folder, None), (folder, 2.5), (frames, None), (np.stack(frames), 3.0)):
+        clip = load_clip(value, budget, fps=fps)
+        expected = budget.num_tokens(*clip.original_size, len(clip))  # what the processor emits (test above)
+        assert video_tokens(value, budget, fps=fps) == (expected, (90, 60)), (value, fps)
+    assert video_tokens(clip, budget) == (expected, (90, 60))
+    with pytest.raises(VideoLoadError, match="not found"):
+        video_tokens(tmp_path / "missing.mp4", budget)
 
 
 def test_budget_defaults_scale_with_the_family_factor():

@@ -122,6 +122,7 @@ class VisionSFTTrainer(FinalOutputMixin, CheckpointRenameMixin, VisionSetupMixin
                     args.max_length,
                     args.image_root,
                     args.validate_rows,
+                    self.video_budget,
                 )
         self._init_trl(
             args,

@@ -142,22 +142,28 @@ def check_sequence_lengths(
     max_length: int | None,
     image_root: str | None = None,
     limit: int | None = None,
+    video_budget: Any = None,
 ) -> int:
-    """SFT: every row's prompt with its image tokens must fit ``max_length``; return the longest full row.
+    """SFT: every row's prompt with its image and video tokens must fit ``max_length``; return the longest
+    full row.
 
     TRL truncates SFT sequences to ``max_length`` from the end. Cutting the target is a choice the user
     makes; cutting image tokens fails in step 1 (``max_length (1024) is too short``). Here the row, its
-    image size and the length its prompt needs are named before training.
+    image or video size and the length its prompt needs are named before training. Video token counts come
+    from each file's header (:func:`r1vision.vision.video.video_tokens`), not from decoding it.
     """
+    from r1vision.vision.video import video_tokens, videos_of_row
+
     if dataset is None or not hasattr(dataset, "__len__"):
         return 0
     n = len(dataset) if limit is None else min(limit, len(dataset))
-    token = getattr(processor, "image_token", "<|image_pad|>")
+    image_token = getattr(processor, "image_token", "<|image_pad|>")
+    video_token = getattr(processor, "video_token", "<|video_pad|>")
 
-    def length(messages: list, n_image: int, **kwargs: Any) -> int:
+    def length(messages: list, n_vision: int, **kwargs: Any) -> int:
         text = processor.apply_chat_template(messages, tokenize=False, **kwargs)
         ids = processor.tokenizer(text, add_special_tokens=False)["input_ids"]
-        return len(ids) - text.count(token) + n_image
+        return len(ids) - text.count(image_token) - text.count(video_token) + n_vision
 
     longest = 0
     for i in range(n):
@@ -166,18 +172,26 @@ def check_sequence_lengths(
         if not prompt or not isinstance(prompt[0], dict):
             continue
         sizes = [load_image(v, image_root).size for v in images_of_row(row)]
-        n_image = sum(budget.num_tokens(w, h) for w, h in sizes)
-        longest = max(longest, length(prompt + list(row.get("completion") or []), n_image))
+        n_vision = sum(budget.num_tokens(w, h) for w, h in sizes)
+        kind, setting = "image", f"max_pixels={budget.max_pixels}"
+        if video_budget is not None and videos_of_row(row):
+            counted = [video_tokens(v, video_budget, image_root) for v in videos_of_row(row)]
+            n_vision += sum(tokens for tokens, _ in counted)
+            sizes += [size for _, size in counted]
+            kind = "video"
+            setting = f"video_max_frames={video_budget.max_frames}, video_max_frame_pixels={video_budget.max_frame_pixels}"
+        longest = max(longest, length(prompt + list(row.get("completion") or []), n_vision))
         if max_length is None:
             continue
-        needed = length(prompt, n_image, add_generation_prompt=True)
+        needed = length(prompt, n_vision, add_generation_prompt=True)
         if needed > max_length:
             shown = ", ".join(f"{w}x{h}" for w, h in sizes) or "none"
+            lower = "--max_pixels" if kind == "image" else "--video_max_frames or --video_max_frame_pixels"
             raise DatasetValidationError(
-                f"{row_label(row, i)}: its prompt needs {needed} tokens ({n_image} image tokens for image(s) "
-                f"{shown} at max_pixels={budget.max_pixels}, {needed - n_image} text tokens) but max_length is "
-                f"{max_length}, so truncation would cut image tokens; pass --max_length {needed} or more "
-                "(or leave it unset: no truncation), or lower --max_pixels"
+                f"{row_label(row, i)}: its prompt needs {needed} tokens ({n_vision} {kind} tokens for {kind}(s) "
+                f"{shown} at {setting}, {needed - n_vision} text tokens) but max_length is "
+                f"{max_length}, so truncation would cut {kind} tokens; pass --max_length {needed} or more "
+                f"(or leave it unset: no truncation), or lower {lower}"
             )
     return longest
 

@@ -38,6 +38,7 @@ __all__ = [
     "VideoLoadError",
     "load_clip",
     "sample_indices",
+    "video_tokens",
     "videos_of_row",
 ]
 
@@ -214,6 +215,46 @@ def load_clip(
         raise
     except Exception as exc:  # decoders raise many types for corrupt data
         raise VideoLoadError(f"cannot decode video {describe_video(value)}: {exc}") from exc
+
+
+def video_tokens(
+    value: Any, budget: VideoBudget, root: str | os.PathLike | None = None, fps: float | None = None
+) -> tuple[int, tuple[int, int]]:
+    """(placeholder tokens, original (width, height)) of a video as :func:`load_clip` would give it, read
+    from the container's header or the first frame: nothing is decoded unless the header lacks the length."""
+    try:
+        if isinstance(value, Clip):
+            return budget.num_tokens(*value.original_size, len(value)), value.original_size
+        path = value.get("path") if isinstance(value, dict) and not value.get("bytes") else value
+        if isinstance(path, (str, os.PathLike)) and resolve_path(path, root).is_file():
+            import av
+
+            with av.open(str(resolve_path(path, root))) as container:
+                stream = container.streams.video[0]
+                total = int(stream.frames or 0)
+                rate = float(stream.average_rate or stream.guessed_rate or budget.fps)
+                size = (stream.codec_context.width, stream.codec_context.height)
+            if total > 0 and min(size) > 0:
+                kept = len(sample_indices(total, rate, budget))
+                return budget.num_tokens(*size, kept), size
+        elif isinstance(path, (str, os.PathLike)) and resolve_path(path, root).is_dir():
+            frames = sorted(
+                p for p in resolve_path(path, root).iterdir() if p.suffix.lower() in FRAME_SUFFIXES
+            )
+            if frames:
+                size = load_image(frames[0]).size
+                kept = len(sample_indices(len(frames), fps or budget.fps, budget))
+                return budget.num_tokens(*size, kept), size
+        elif isinstance(value, (list, tuple, np.ndarray)) and len(value):
+            size = _frame_image(value[0], root).size
+            kept = len(sample_indices(len(value), fps or budget.fps, budget))
+            return budget.num_tokens(*size, kept), size
+    except VideoLoadError:
+        raise
+    except Exception:  # an unreadable header: the full decode below names the problem
+        pass
+    clip = load_clip(value, budget, root, fps)
+    return budget.num_tokens(*clip.original_size, len(clip)), clip.original_size
 
 
 def _from_frames(frames: list[Any], budget: VideoBudget, fps: float | None, root: Any) -> Clip:
