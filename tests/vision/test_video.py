@@ -188,3 +188,20 @@ def test_synth_rows_follow_video_r1_schema(tmp_path):
         assert (
             r["solution"] == f"<answer>{'ABCD'['left right up down'.split().index(r['direction'])]}</answer>"
         )
+
+
+@pytest.mark.parametrize("direction", ["left", "right", "up", "down"])
+def test_travel_moves_the_shape_part_of_the_way(direction):
+    import random
+
+    def centre(img):
+        ys, xs = np.nonzero(np.asarray(img).min(-1) < 200)  # the shape, darker than the background
+        return np.array([xs.mean(), ys.mean()])
+
+    for travel, expected in ((1.0, 42), (0.25, 10)):  # 56 px canvas, 14 px shape: 42 px free span
+        frames = motion_frames(direction, "red", "square", random.Random(1), 56, 8, travel)
+        step = centre(frames[-1]) - centre(frames[0])
+        sign = {"left": (-1, 0), "right": (1, 0), "up": (0, -1), "down": (0, 1)}[direction]
+        assert np.allclose(step, np.array(sign) * expected, atol=0.5), (travel, step)
+    with pytest.raises(ValueError, match="travel"):
+        motion_frames(direction, "red", "square", random.Random(1), 56, 8, 0.0)

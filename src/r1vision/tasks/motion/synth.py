@@ -23,17 +23,38 @@ _STEP = {"left": (-1, 0), "right": (1, 0), "up": (0, -1), "down": (0, 1)}
 
 
 def motion_frames(
-    direction: str, color: str, shape: str, rng: random.Random, size: int, frames: int
+    direction: str,
+    color: str,
+    shape: str,
+    rng: random.Random,
+    size: int,
+    frames: int,
+    travel: float = 1.0,
+    background: tuple[int, int, int] | None = None,
+    shape_size: float = 0.25,
 ) -> list[Image.Image]:
-    """``frames`` frames of a ``shape`` crossing a ``size`` x ``size`` canvas towards ``direction``."""
-    side = size // 4
+    """``frames`` frames of a ``shape`` moving towards ``direction`` on a ``size`` x ``size`` canvas.
+
+    ``travel``: the fraction of the free span the shape covers (1.0: from one edge to the other; smaller,
+    from a random start, so its position in one frame does not give the answer away). ``background``: one
+    colour for every video (default: a random light colour per video). ``shape_size``: the shape's side
+    as a fraction of the canvas side.
+    """
+    if not 0.0 < travel <= 1.0:
+        raise ValueError(f"travel must be in (0, 1], got {travel}")
+    if not 0.0 < shape_size < 1.0:
+        raise ValueError(f"shape_size must be in (0, 1), got {shape_size}")
+    side = round(size * shape_size)
     dx, dy = _STEP[direction]
     span = size - side
     across = rng.randint(0, span)  # position on the axis the shape does not move along
-    background = tuple(rng.randint(225, 255) for _ in range(3))
+    distance = round(travel * span)
+    start = rng.randint(0, span - distance) if distance < span else 0  # travel 1: no draw, as before
+    light = tuple(rng.randint(225, 255) for _ in range(3))  # drawn either way: same rows for a seed
+    background = tuple(background) if background else light
     out = []
     for t in range(frames):
-        along = round(t * span / max(frames - 1, 1))
+        along = start + round(t * distance / max(frames - 1, 1))
         along = along if (dx or dy) > 0 else span - along
         x, y = (along, across) if dx else (across, along)
         img = Image.new("RGB", (size, size), background)
@@ -74,11 +95,16 @@ def synth_motion(
     fps: int = 4,
     container: str = "mp4",
     shuffle_options: bool = True,
+    travel: float = 1.0,
+    background: tuple[int, int, int] | None = None,
+    shape_size: float = 0.25,
 ) -> Path:
     """Write ``n`` rows to ``out_dir/{split}.jsonl`` with videos under ``out_dir/videos/``; return the jsonl.
 
     The options are the four directions in a shuffled order, so the answer letter varies (with
     ``shuffle_options=False`` always ``A. left, B. right, C. up, D. down``: the letter names the direction).
+    ``travel`` < 1 moves the shape part of the way (small steps between frames), ``background`` fixes the
+    background colour and ``shape_size`` sets the shape's size (see :func:`motion_frames`).
     Deterministic for a seed (the MP4 bytes depend on the encoder build; the decoded content does not).
     """
     if n <= 0:
@@ -97,7 +123,10 @@ def synth_motion(
             order = rng.sample(DIRECTIONS, len(DIRECTIONS)) if shuffle_options else list(DIRECTIONS)
             letter = LETTERS[order.index(direction)]
             rel = f"videos/{split}_{i:05d}" + (".mp4" if container == "mp4" else "")
-            write_video(motion_frames(direction, color, shape, rng, size, frames), out / rel, fps, container)
+            frames_ = motion_frames(
+                direction, color, shape, rng, size, frames, travel, background, shape_size
+            )
+            write_video(frames_, out / rel, fps, container)
             row = {
                 "problem_id": i,
                 "problem": f"In which direction does the {color} {shape} move?",
