@@ -517,8 +517,8 @@ def test_a_sharded_checkpoint_resumes_on_its_own_process_count_only(tmp_path):
 
 @pytest.mark.slow
 def test_ddp_grpo_on_video_rows_two_gloo_ranks(setup, motion_dir):
-    # The video path (decode, budget, per-sample video tensors through TRL's split) on two ranks that
-    # draw different clips.
+    # The video path (decode, budget, per-sample video tensors through TRL's split and through dynamic
+    # sampling's second round) on two ranks that draw different clips, rank 0 without signal at first.
     root, _ = setup
     from r1vision.testing.tiny import tiny_model_path
 
@@ -526,10 +526,21 @@ def test_ddp_grpo_on_video_rows_two_gloo_ranks(setup, motion_dir):
     out = root / "ddp_video"
     args = _grpo_args(model, motion_dir, out, "--max_steps", "2", "--video_max_frame_pixels", "1568")
     args[args.index("--task") + 1] = "motion"
+    args += [
+        "--dynamic_sampling",
+        "true",
+        "--reward_funcs",
+        "tests.helpers.training.flat_first_round_on_rank0",
+    ]
     cmd = launch_command("ddp", 2, args)
-    _run([*cmd, "--save_strategy", "no"], root)
+    _run([*cmd, "--save_strategy", "no"], root, PYTHONPATH=str(ROOT))
     assert _layout(out)["world_size"] == 2
     assert _steps(out) == ["1", "2"]
     hashes = read_samples(out)  # the gathered rows of each step: two different draws
     assert sorted(hashes) == [1, 2] and hashes[1] != hashes[2]
+    with open(out / "metrics.csv") as f:
+        rows = [r for r in csv.DictReader(f) if r.get("loss")]
+    assert [float(r["dynamic_sampling/rounds"]) for r in rows] == [2.0, 1.0]  # rank 0 drew again
+    assert all(float(r["dynamic_sampling/groups_with_spread"]) == 1.0 for r in rows)
+    assert float(rows[0]["grad_norm"]) > 0
     assert (out / "model.safetensors").exists()
