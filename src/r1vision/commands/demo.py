@@ -26,12 +26,18 @@ def build_parser() -> argparse.ArgumentParser:
         p,
         "--task",
         default="sgg",
-        choices=["sgg", "geometry", "svg", "t2i"],
-        help="sgg: SFT -> GRPO on scene graphs; geometry: on polygon problems; svg: on image -> SVG "
-        "(both under OUTPUT_DIR/<task>); "
+        choices=["sgg", "geometry", "svg", "motion", "t2i"],
+        help="sgg: SFT -> GRPO on scene graphs; geometry: on polygon problems; svg: on image -> SVG; "
+        "motion: on video (these under OUTPUT_DIR/<task>); "
         "t2i: text-to-image GRPO learning a prompt-conditioned reward (under OUTPUT_DIR/t2i)",
     )
-    add(p, "--quick", action="store_true", help="a smoke run (well under 2 minutes); too short to learn")
+    add(
+        p,
+        "--quick",
+        action="store_true",
+        help="a smoke run (well under 2 minutes; too short to learn), except --task motion: ~3 minutes that "
+        "learn",
+    )
     add(p, "--quiet", action="store_true", help="no per-step progress bars")
     add(
         p,

@@ -9,8 +9,8 @@ on held-out i.i.d. and OOD scenes.
 Outputs go to ``demo_out/``: ``eval_table.md``, ``eval.json``, ``metrics.csv``, ``reward_curve.png``,
 ``drawings/`` and per-seed folders with data, checkpoints and predictions.
 
-``--task geometry`` (:mod:`.geometry`) and ``--task svg`` (:mod:`.svg`) run the same three arms
-(:mod:`.pipeline`) on polygon problems and on image -> SVG with those tasks' shipped rewards and evaluators
+``--task geometry`` (:mod:`.geometry`), ``--task svg`` (:mod:`.svg`) and ``--task motion`` (:mod:`.motion`)
+run the same three arms (:mod:`.pipeline`) on polygon problems, on image -> SVG and on video with those tasks' shipped rewards and evaluators
 (outputs under ``demo_out/<task>/``); ``--task t2i`` (:mod:`.t2i`) is text-to-image GRPO.
 """
 
@@ -50,6 +50,10 @@ def run_demo(
         from r1vision.demo.geometry import GeometryDemo
 
         return run_task_demo(GeometryDemo.make(quick), Path(out_dir) / "geometry", seed, seeds, quiet)
+    if task == "motion":
+        from r1vision.demo.motion import MotionDemo
+
+        return run_task_demo(MotionDemo.make(quick), Path(out_dir) / "motion", seed, seeds, quiet)
     if task == "svg":
         from r1vision.demo.svg import SVGDemo
 

@@ -123,7 +123,9 @@ def build_model(cfg: DemoConfig, data: Path, seed: int, rows: Any = None) -> Pat
 
 
 def _common(cfg: DemoConfig, seed: int, quiet: bool) -> dict[str, Any]:
+    video = getattr(cfg, "video_options", None) or {}  # the motion demo's frame count and size
     return dict(
+        **video,
         report_to=[],
         use_cpu=True,
         seed=seed,
@@ -161,7 +163,8 @@ def train_sft(
 
     if rows is None:
         rows = load_rows(data, "train", cfg)
-    rows = rows.remove_columns([c for c in rows.column_names if c not in ("prompt", "completion", "images")])
+    keep = ("prompt", "completion", "images", "video", "videos")
+    rows = rows.remove_columns([c for c in rows.column_names if c not in keep])
     args = VisionSFTConfig(
         overwrite_output_dir=True,  # the demo rebuilds its folders on every run
         output_dir=str(out_dir),
