@@ -4,7 +4,8 @@ Each figure is drawn at twice its synthetic size (600-1400 px, like VFig's paper
 none to most damage (:data:`KINDS`, the order a reward must keep): the whole drawing moved by 5 px of the
 512 px comparison canvas, every label replaced by another word, every label removed, every element moved by
 up to +-8 user units, 75 % of the boxes (with their labels) dropped, one rectangle over the content area, a
-copy of the canvas colour, an empty SVG.
+copy of the canvas colour, an empty SVG. Off the ladder: :func:`framed` (the right drawing inside a frame
+along the border) and :func:`noise` (random filled rectangles), which the reward must rank far apart.
 """
 
 from __future__ import annotations
@@ -101,3 +102,30 @@ def degrade(svg: str, kind: str, rng: random.Random) -> str:
                 last = m.end()
         return "".join(out) + svg[last:]
     raise ValueError(f"unknown degradation {kind!r}")
+
+
+def framed(svg: str, width: float = 0.03, colour: str = "#000000") -> str:
+    """``svg`` with a frame of ``width`` (share of the longest side) stroked along its border."""
+    vb = [float(v) for v in re.search(r'viewBox="([^"]+)"', svg).group(1).split()]
+    sw = max(vb[2], vb[3]) * width
+    frame = (
+        f'<rect x="{sw / 2:.1f}" y="{sw / 2:.1f}" width="{vb[2] - sw:.1f}" height="{vb[3] - sw:.1f}" '
+        f'fill="none" stroke="{colour}" stroke-width="{sw:.1f}"/>'
+    )
+    return svg.replace("</svg>", frame + "</svg>")
+
+
+def noise(svg: str, rng: random.Random, n: int = 40) -> str:
+    """``n`` randomly placed and coloured rectangles on ``svg``'s canvas and viewBox: a drawing unrelated
+    to the figure."""
+    head = svg.split("\n", 1)[0]
+    vb = [float(v) for v in re.search(r'viewBox="([^"]+)"', head).group(1).split()]
+    canvas = re.search(r'<rect x="0" y="0" [^>]*fill="([^"]+)"', svg).group(1)
+    parts = [head, f'<rect x="0" y="0" width="{vb[2]}" height="{vb[3]}" fill="{canvas}"/>']
+    for _ in range(n):
+        x, y = rng.uniform(0, vb[2]), rng.uniform(0, vb[3])
+        w, h = rng.uniform(5, vb[2] / 4), rng.uniform(5, vb[3] / 4)
+        parts.append(
+            f'<rect x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{h:.1f}" fill="#{rng.randrange(1 << 24):06x}"/>'
+        )
+    return "".join(parts) + "</svg>"

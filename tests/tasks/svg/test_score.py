@@ -7,7 +7,7 @@ import random
 
 import numpy as np
 import pytest
-from benchmarks.svg_degrade import KINDS, degrade, figure
+from benchmarks.svg_degrade import KINDS, degrade, figure, framed, noise
 
 from r1vision.tasks.svg import rewards as rewards_module
 from r1vision.tasks.svg import score as score_module
@@ -197,3 +197,24 @@ def test_colour_term_prices_what_the_ink_terms_cannot_see():
     # opt-in: the default reward is unchanged, a weight adds an svg_colour reward
     assert "svg_colour" not in {s.name for s in make_rewards()}
     assert "svg_colour" in {s.name for s in make_rewards({"colour": 0.2})}
+
+
+@pytest.mark.parametrize("weights", [None, {"colour": 0.3}], ids=["default", "shipped_recipe"])
+def test_a_framed_correct_drawing_scores_far_above_noise(figures, weights):
+    """A frame stroked along the border made its colour the "canvas" (the border ring's median), so the
+    whole page read as ink and a correct drawing inside a frame scored below random rectangles. The ring
+    now counts as the canvas only when its colour covers a quarter of the figure."""
+    scorer = SVGScorer(pool=default_pool())
+    (spec,) = make_rewards(weights, scorer=scorer, combined=True)
+    for k, (gt, _, _) in enumerate(figures):
+        preds = [framed(gt, 0.03), framed(gt, 0.01), framed(gt, 0.03, "#4C72B0")]
+        preds += [noise(gt, random.Random(100 * k + j)) for j in range(3)]
+        values = spec.func(None, preds, svg_gt=[gt] * len(preds))
+        worst_framed, best_noise = min(values[:3]), max(values[3:])
+        assert worst_framed > 1.5 * best_noise, (k, values)
+        # the canvas of the ground truth itself is still read from its border
+        rgb = np.full((80, 120, 3), 250, np.uint8)
+        rgb[20:60, 20:100] = (40, 70, 220)
+        assert score_module.background_colour(rgb) == pytest.approx(np.full(3, 250 / 255))
+        rgb[:3], rgb[-3:], rgb[:, :3], rgb[:, -3:] = 0, 0, 0, 0  # a frame: the canvas is the common colour
+        assert score_module.background_colour(rgb) == pytest.approx(np.full(3, 250 / 255))
