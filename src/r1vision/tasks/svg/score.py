@@ -96,7 +96,7 @@ class Prepared:
     edges_dilated: np.ndarray  # bool
     n_edges: int
     has_ink: bool
-    rgb: np.ndarray  # the ground truth, float32 in [0, 1]
+    rgb: np.ndarray  # the ground truth, RGB uint8
     inked: np.ndarray  # bool, where it has ink
     spectrum: np.ndarray | None  # conjugate FFT of ``small`` zero-padded for registration, None if off
 
@@ -181,7 +181,7 @@ def prepare(gt: np.ndarray, config: dict | RewardConfig | None = None) -> Prepar
         edges_dilated=_dilate(edges, int(cfg["edge_tolerance"])),
         n_edges=int(edges.sum()),
         has_ink=bool(ink.max() > 0.1),
-        rgb=gt.astype(np.float32) / 255,
+        rgb=np.ascontiguousarray(gt, dtype=np.uint8),
         inked=ink > _INKED,
         spectrum=spectrum,
     )
@@ -292,10 +292,11 @@ def score(gt: Prepared, pred: np.ndarray, config: dict | RewardConfig | None = N
     elif not both.any():
         colour = 1.0 if not gt.has_ink and not bool(ink.max() > 0.1) else 0.0
     else:
-        rgb = pred.astype(np.float32) / 255
-        if dy or dx:
-            rgb = np.stack([_shifted(rgb[..., c], -dy, -dx) for c in range(3)], axis=-1)
-        colour = float(1.0 - np.abs(rgb[both] - gt.rgb[both]).max(axis=1).mean())
+        # Only the pixels both have inked, read from the prediction where the registration moved them from
+        # (a shifted pixel that was ink lies inside the image), in integers: no float copy of the page.
+        ys, xs = np.nonzero(both)
+        diff = np.abs(pred[ys + dy, xs + dx].astype(np.int16) - gt.rgb[ys, xs].astype(np.int16)).max(axis=1)
+        colour = float(1.0 - diff.mean() / 255.0)
     return {"pixel": keep * pixel, "ssim": keep * ssim, "edge": keep * float(edge), "colour": keep * colour}
 
 
