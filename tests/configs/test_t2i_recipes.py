@@ -67,3 +67,39 @@ def test_smoke_recipe_learns_and_t2i_eval_reads_its_lora(data, tmp_path):
     metrics = json.loads((tmp_path / "ev" / "metrics.json").read_text())
     assert metrics["reward"] == pytest.approx(float(last[reward]), abs=1e-6)  # stock diffusers, same images
     assert (tmp_path / "ev" / "contact_sheet.png").stat().st_size > 1000
+
+
+def test_t2i_sample_draws_the_images_t2i_eval_scores(data, tmp_path):
+    # The two commands share their flags and sampling step: the same settings give the same pixels.
+    common = ["--model", str(data / "pixel"), "--prompts", str(data / "prompts"), "--steps", "2",
+              "--guidance_scale", "1.0", "--limit", "2", "--seed", "3"]  # fmt: skip
+    assert main(["t2i-sample", *common, "--output_dir", str(tmp_path / "s")]) == 0
+    assert (
+        main(["t2i-eval", *common, "--output_dir", str(tmp_path / "e"), "--reward_funcs", "brightness"]) == 0
+    )
+    from PIL import Image
+
+    names = sorted(p.name for p in (tmp_path / "s" / "images").glob("*.png"))
+    assert (
+        names == ["0000.png", "0001.png"] == sorted(p.name for p in (tmp_path / "e" / "images").glob("*.png"))
+    )
+    for name in names:
+        a, b = (Image.open(tmp_path / d / "images" / name).tobytes() for d in ("s", "e"))
+        assert a == b, name
+    settings = json.loads((tmp_path / "e" / "metrics.json").read_text())["settings"]
+    assert (settings["steps"], settings["seed"], settings["processes"]) == (2, 3, 1)
+    assert (tmp_path / "s" / "contact_sheet.png").is_file()
+
+
+@pytest.mark.slow
+def test_t2i_eval_on_two_processes_equals_one(data, tmp_path):
+    # Each process samples a contiguous share and the records are gathered: the same metrics and images.
+    common = ["t2i-eval", "--model", str(data / "pixel"), "--prompts", str(data / "prompts"), "--steps", "2",
+              "--guidance_scale", "1.0", "--reward_funcs", "brightness", "--device", "cpu"]  # fmt: skip
+    assert main([*common, "--output_dir", str(tmp_path / "one")]) == 0
+    assert main([*common, "--output_dir", str(tmp_path / "two"), "--num_processes", "2"]) == 0
+    one, two = (json.loads((tmp_path / d / "metrics.json").read_text()) for d in ("one", "two"))
+    assert two["settings"]["processes"] == 2 and one["settings"]["processes"] == 1
+    assert two["reward"] == pytest.approx(one["reward"], abs=1e-6)
+    records = [json.loads(line) for line in (tmp_path / "two" / "records.jsonl").read_text().splitlines()]
+    assert sorted(r["index"] for r in records) == [0, 1, 2, 3]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from typing import Any
 
 from r1vision.commands._args import add, parser
 
@@ -97,6 +98,25 @@ def relaunch(command: str, argv: Sequence[str], n: int) -> int | None:
     return subprocess.call(cmd)
 
 
+def sampling_kwargs(a: argparse.Namespace) -> dict[str, Any]:
+    """The parsed shared flags (:func:`add_sampling_flags`, ``--limit``) as the runners' keyword arguments."""
+    return dict(
+        model=a.model,
+        prompts_source=a.prompts,
+        out_dir=a.output_dir,
+        split=a.split,
+        lora=a.lora,
+        steps=a.steps,
+        guidance_scale=a.guidance_scale,
+        resolution=a.resolution,
+        seed=a.seed,
+        limit=a.limit,
+        device=a.device,
+        batch_size=a.batch_size,
+        max_sequence_length=a.max_sequence_length,
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = parser("t2i-eval", __doc__)
     add_sampling_flags(p)
@@ -114,23 +134,7 @@ def run(argv: Sequence[str]) -> int:
         return launched
     from r1vision.runners.t2i import evaluate_t2i
 
-    metrics = evaluate_t2i(
-        a.model,
-        a.prompts,
-        a.output_dir,
-        split=a.split,
-        lora=a.lora,
-        reward_funcs=a.reward_funcs,
-        reward_options=a.reward_options,
-        steps=a.steps,
-        guidance_scale=a.guidance_scale,
-        resolution=a.resolution,
-        seed=a.seed,
-        limit=a.limit,
-        device=a.device,
-        batch_size=a.batch_size,
-        max_sequence_length=a.max_sequence_length,
-    )
+    metrics = evaluate_t2i(**sampling_kwargs(a), reward_funcs=a.reward_funcs, reward_options=a.reward_options)
     if not metrics:  # a worker other than the first: the first one reports
         return 0
     for key, value in metrics.items():  # as `r1vision eval` prints: counts without decimals

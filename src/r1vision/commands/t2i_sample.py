@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Sequence
 
 from r1vision.commands._args import add, parser
-from r1vision.commands.t2i_eval import add_sampling_flags, check_sampling_flags, relaunch
+from r1vision.commands.t2i_eval import add_sampling_flags, check_sampling_flags, relaunch, sampling_kwargs
 
 GROUP = "inference and evaluation"
 
@@ -26,20 +26,6 @@ def run(argv: Sequence[str]) -> int:
         return launched
     from r1vision.runners.t2i import sample_t2i
 
-    out = sample_t2i(
-        a.model,
-        a.prompts,
-        a.output_dir,
-        split=a.split,
-        lora=a.lora,
-        steps=a.steps,
-        guidance_scale=a.guidance_scale,
-        resolution=a.resolution,
-        seed=a.seed,
-        limit=a.limit,
-        device=a.device,
-        batch_size=a.batch_size,
-        max_sequence_length=a.max_sequence_length,
-    )
+    out = sample_t2i(**sampling_kwargs(a))
     print(f"images in {out}/images, contact sheets in {out}")
     return 0

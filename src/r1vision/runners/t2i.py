@@ -331,6 +331,44 @@ def _progress(total: int, rank: int, what: str) -> Any:
     return tqdm(total=total, desc=what, unit="img", disable=rank != 0)
 
 
+def _sample_share(
+    what: str,
+    dataset: Any,
+    model: str,
+    out_dir: str | Path,
+    lora: str | None,
+    steps: int | None,
+    guidance_scale: float | None,
+    resolution: int | None,
+    seed: int,
+    device: str | None,
+    batch_size: int,
+    max_sequence_length: int | None,
+) -> tuple[Sampling, int, int, range, list[Any]]:
+    """This process's share of ``dataset``'s prompts sampled into ``out_dir/images`` (``t2i-eval`` and
+    ``t2i-sample``): the resolved settings, rank, world size, the share's indices and its images."""
+    how = Sampling.resolve(lora, steps, guidance_scale, resolution, max_sequence_length)
+    rank, world, mine = _shard(len(dataset))
+    bar = _progress(len(dataset), rank, what)
+    images = sample_images(
+        model,
+        [str(dataset[i]["prompt"]) for i in mine],
+        Path(out_dir) / "images",
+        lora=lora,
+        steps=how.steps,
+        guidance_scale=how.guidance_scale,
+        resolution=how.resolution,
+        seed=seed,
+        device=device or _default_device(),
+        batch_size=batch_size,
+        first_index=mine.start,
+        max_sequence_length=how.max_sequence_length,
+        progress=lambda n: bar.update(n * world),
+    )
+    bar.close()
+    return how, rank, world, mine, images
+
+
 def evaluate_t2i(
     model: str,
     prompts_source: str,
@@ -359,28 +397,13 @@ def evaluate_t2i(
     names = reward_funcs or ["ocr"]
     dataset = load_prompts(prompts_source, split, limit=limit)
     check_prompts(dataset, names)
-    how = Sampling.resolve(lora, steps, guidance_scale, resolution, max_sequence_length)
-    rank, world, mine = _shard(len(dataset))
+    how, rank, world, mine, images = _sample_share(
+        "t2i-eval", dataset, model, out_dir, lora, steps, guidance_scale, resolution, seed, device, batch_size,
+        max_sequence_length,
+    )  # fmt: skip
     rows = [dataset[i] for i in mine]
     prompts = [str(r["prompt"]) for r in rows]
     out = Path(out_dir)
-    bar = _progress(len(dataset), rank, "t2i-eval")
-    images = sample_images(
-        model,
-        prompts,
-        out / "images",
-        lora=lora,
-        steps=how.steps,
-        guidance_scale=how.guidance_scale,
-        resolution=how.resolution,
-        seed=seed,
-        device=device or _default_device(),
-        batch_size=batch_size,
-        first_index=mine.start,
-        max_sequence_length=how.max_sequence_length,
-        progress=lambda n: bar.update(n * world),
-    )
-    bar.close()
     funcs = build_rewards(names, reward_options)
     records = _gather(score_records(funcs, [1.0] * len(funcs), prompts, images, rows, indices=list(mine)))
     if rank != 0:
@@ -433,27 +456,11 @@ def sample_t2i(
     from r1vision.diffusion.evaluate import contact_sheets
 
     dataset = load_prompts(prompts_source, split, limit=limit)
-    how = Sampling.resolve(lora, steps, guidance_scale, resolution, max_sequence_length)
-    rank, world, mine = _shard(len(dataset))
-    prompts = [str(dataset[i]["prompt"]) for i in mine]
+    _, rank, _, _, _ = _sample_share(
+        "t2i-sample", dataset, model, out_dir, lora, steps, guidance_scale, resolution, seed, device, batch_size,
+        max_sequence_length,
+    )  # fmt: skip
     out = Path(out_dir)
-    bar = _progress(len(dataset), rank, "t2i-sample")
-    sample_images(
-        model,
-        prompts,
-        out / "images",
-        lora=lora,
-        steps=how.steps,
-        guidance_scale=how.guidance_scale,
-        resolution=how.resolution,
-        seed=seed,
-        device=device or _default_device(),
-        batch_size=batch_size,
-        first_index=mine.start,
-        max_sequence_length=how.max_sequence_length,
-        progress=lambda n: bar.update(n * world),
-    )
-    bar.close()
     _gather([])  # every process has written its images
     if rank == 0:
         from PIL import Image
