@@ -79,6 +79,7 @@ def test_fsdp2_layout_is_its_own_estimate_not_zero3(capsys):
     assert "FSDP2 over 8 GPUs" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_24gb_recipe_fits_24gb_per_the_estimate():
     result = plan("grpo", ["--config", str(RECIPES / "sgg_grpo_24gb.yaml"), "--gpus", "4", "--zero", "3",
                            "--card-gb", "24"])  # fmt: skip

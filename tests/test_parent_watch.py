@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from tests.helpers.paths import env_with_src
 
 # The launcher starts a worker that runs the r1vision CLI entry with torchrun's environment, then waits.
@@ -35,6 +37,7 @@ def _alive(pid: int) -> bool:
         return f.read().rsplit(")", 1)[1].split()[0] != "Z"
 
 
+@pytest.mark.slow
 def test_worker_exits_when_its_launcher_is_killed():
     launcher = subprocess.Popen(
         [sys.executable, "-c", LAUNCHER], stdout=subprocess.PIPE, text=True, env=env_with_src()

@@ -57,6 +57,7 @@ def test_unknown_metric_is_named(tmp_path, capsys):
     assert len(err) == 1 and "'nope'" in err[0] and "available: ['reward']" in err[0], err
 
 
+@pytest.mark.slow
 def test_default_report_draws_every_metric_group_with_an_index(tiny_model, color_dir, tmp_path):
     """A real GRPO run's metrics.csv: one figure per group, bands from the logged std, an index page."""
     from r1vision.report import _band, metric_groups

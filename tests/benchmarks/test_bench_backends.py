@@ -30,6 +30,7 @@ def test_benchmark_runs_fixed_length_rollouts(tmp_path):
     assert row["tokens_per_s"] > 0 and row["step_s"] >= row["gen_s"] > 0
 
 
+@pytest.mark.slow
 def test_shaped_model_has_the_configs_shape_and_the_processors_tokens(tmp_path):
     """A shaped model from a config: parameter count as the config implies, token ids wired to the processor."""
     from transformers import AutoModelForImageTextToText, AutoProcessor

@@ -35,6 +35,7 @@ def test_zero3_and_a_batch_without_whole_groups_are_refused_before_loading(smoke
     assert not (root / "z3").exists() and not (root / "odd").exists()
 
 
+@pytest.mark.slow
 def test_one_process_runs_here_and_a_dry_run_plans_the_launch(smoke, capsys, monkeypatch):
     """``--num_processes 1`` trains in this process (accelerate refuses --multi_gpu with one; the flag
     reached TRL's parser); with ``--dry-run`` the launch flags are the plan, nothing is launched."""

@@ -39,6 +39,7 @@ def test_every_t2i_recipe_is_here():
 
 
 @pytest.mark.parametrize("recipe", [r for r in T2I if r != "t2i_smoke"])
+@pytest.mark.slow
 def test_sd35m_recipes_run_at_tiny_scale(recipe, data, tmp_path):
     out = tmp_path / "run"
     argv = ["t2i-grpo", "--config", recipe, "--model", str(data / "vae"), "--dataset", str(data / "prompts"),

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from r1vision.cli import main
 
 
+@pytest.mark.slow
 def test_quick_t2i_demo_writes_its_table(tmp_path):
     assert main(["demo", "--task", "t2i", "--quick", "--quiet", "--output_dir", str(tmp_path)]) == 0
     result = json.loads((tmp_path / "t2i" / "eval.json").read_text())

@@ -35,6 +35,7 @@ def test_counts_from_a_folder_equal_the_loaded_pipeline(tiny_sd3):
         assert value == sum(p.numel() for p in module.parameters()) + sum(b.numel() for b in module.buffers())
 
 
+@pytest.mark.slow
 def test_activations_scale_with_rows_and_checkpointing_keeps_less():
     tcfg = load_shape("sd3.5-medium")["transformer"]
     one = activation_bytes(tcfg, T2ISetup(gradient_checkpointing=False), rows=2)["activations"]
@@ -49,6 +50,7 @@ def test_activations_scale_with_rows_and_checkpointing_keeps_less():
     assert 3.0 < big / one < 4.5
 
 
+@pytest.mark.slow
 def test_the_one_gpu_recipe_fits_an_80gb_card_and_full_precision_text_encoders_cost_more():
     base = T2ISetup(batch=32, rollout_images=32)
     report = t2i_memory_report("sd3.5-medium", base)
@@ -87,6 +89,7 @@ def test_frozen_text_encoders_load_in_the_mixed_precision_dtype(tiny_sd3):
     assert v.dtype == torch.float32 and torch.isfinite(v).all()
 
 
+@pytest.mark.slow
 def test_cli_estimate_and_dry_run(tmp_path, capsys):
     from r1vision.cli import main
 

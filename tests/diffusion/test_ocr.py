@@ -42,6 +42,7 @@ def test_reward_records_reads_and_gives_none_without_a_target():
     assert broken(['x "AB"'], [None]) == [0.0]
 
 
+@pytest.mark.slow
 def test_rapidocr_reads_a_rendered_word_offline(monkeypatch):
     from PIL import Image, ImageDraw, ImageFont
 

@@ -38,6 +38,7 @@ def _trainer(model, prompts, out, **kw):
                                 train_dataset=load_prompts(prompts, "train"), eval_dataset=load_prompts(prompts, "test"))  # fmt: skip
 
 
+@pytest.mark.slow
 def test_replay_parity_is_exact_and_kl_is_zero_with_the_adapter_off(tiny_sd3, prompts, tmp_path):
     from r1vision.diffusion.rollout import replay, rollout
     from r1vision.diffusion.sde import latent_kl
@@ -74,6 +75,7 @@ def test_ema_swap_restores_the_raw_weights_on_cpu():
     assert torch.equal(p.detach(), torch.ones(3))  # Flow-GRPO's .cpu() aliasing restored 0.9 here
 
 
+@pytest.mark.slow
 def test_exported_lora_reproduces_the_images_in_stock_diffusers(tiny_sd3, prompts, tmp_path):
     """Through the VAE model: the trained adapter saved as a diffusers LoRA and loaded by the stock pipeline
     gives the trainer's images exactly; without the adapter metadata (alpha != r) they differ."""
@@ -101,6 +103,7 @@ def test_exported_lora_reproduces_the_images_in_stock_diffusers(tiny_sd3, prompt
     assert not np.array_equal(np.asarray(bare[0]), np.asarray(wanted[0]))
 
 
+@pytest.mark.slow
 def test_kill_and_resume_give_the_same_rows(tiny_sd3, prompts, tmp_path):
     from transformers import TrainerCallback
 
@@ -151,6 +154,7 @@ def test_the_tiny_pixel_model_learns_the_prompt_conditioned_brightness(tiny_sd3,
     assert after > before + 0.15, (before, after)
 
 
+@pytest.mark.slow
 def test_rewards_of_one_rollout_batch_run_while_the_next_is_sampled(tiny_sd3, prompts, tmp_path, monkeypatch):
     import time
 

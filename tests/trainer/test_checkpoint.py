@@ -39,6 +39,7 @@ def _train(tiny_model, color_dir, out, callbacks=(), resume=None):
     return _rows(out / "metrics.csv")
 
 
+@pytest.mark.slow
 def test_kill_and_resume_matches_uninterrupted(tiny_model, color_dir, tmp_path, caplog):
     full = _train(tiny_model, color_dir, tmp_path / "full")
     _train(tiny_model, color_dir, tmp_path / "killed", callbacks=[StopAfter(2)])

@@ -117,6 +117,7 @@ def test_at_the_cap_the_batch_is_completed_with_flat_groups(tmp_path, color_dir,
     assert all(float(r["dynamic_sampling/groups_with_spread"]) == 0.0 for r in rows)
 
 
+@pytest.mark.slow
 def test_a_batch_that_needs_no_extra_round_trains_as_without_it(tmp_path, color_dir, tiny_model):
     _, plain = _train(tmp_path / "plain", color_dir, tiny_model, varied_reward)
     _, dyn = _train(tmp_path / "dyn", color_dir, tiny_model, varied_reward, dynamic_sampling=True)

@@ -102,6 +102,7 @@ def test_counter_equals_op_level_count_for_generation_and_training(vlm):
     model.zero_grad()
 
 
+@pytest.mark.slow
 def test_sft_and_grpo_steps_count_what_ran(tiny_model, color_dir, tmp_path):
     """Whole trainer steps: the counter sees every forward TRL runs (generation included)."""
     from r1vision.trainer.grpo import VisionGRPOTrainer
@@ -168,6 +169,7 @@ def test_flop_budget_stops_nearest_the_target_with_linear_lr():
     assert format_flops(2.5e13) == "25 TFLOP"
 
 
+@pytest.mark.slow
 def test_matched_arm_does_not_depend_on_clocks(tiny_model, color_dir, tmp_path, monkeypatch):
     """Same budget, clocks running 1000x fast (a loaded machine): the same steps and FLOPs."""
     from r1vision.trainer.sft import VisionSFTTrainer

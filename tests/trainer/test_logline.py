@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 
+import pytest
+
 from r1vision.trainer.logline import format_logs, zero_signal_warning
 from tests.helpers.tasks import task_rows
 from tests.helpers.training import grpo_args, varied_reward
@@ -32,6 +34,7 @@ def test_format_of_a_grpo_log():
     assert "no learning signal" in zero_signal_warning({"frac_reward_zero_std": 1.0}, 7)
 
 
+@pytest.mark.slow
 def test_training_prints_compact_lines_and_warns_once(tiny_model, color_dir, tmp_path, capsys, caplog):
     from r1vision.trainer.grpo import VisionGRPOTrainer
 

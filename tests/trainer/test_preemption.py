@@ -38,6 +38,7 @@ def _steps(path) -> list[str]:
         return [r["step"] for r in csv.DictReader(f)]
 
 
+@pytest.mark.slow
 def test_a_signal_stops_at_the_step_with_a_checkpoint_and_auto_resumes(prompts, monkeypatch, capsys):
     from r1vision.testing.tiny_diffusion import tiny_sd3_path
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
+import pytest
+
 from r1vision.trainer.sample_log import SAMPLES_FILE, SampleLogCallback, read_samples, rows_hash
 from tests.helpers.tasks import task_rows
 from tests.helpers.training import grpo_args, varied_reward
@@ -28,6 +30,7 @@ def test_a_resume_rewrites_the_steps_after_its_checkpoint(tmp_path):
     assert read_samples(tmp_path) == {1: rows_hash([1, 11]), 2: rows_hash([2, 12])}
 
 
+@pytest.mark.slow
 def test_grpo_and_sft_log_every_step_with_the_global_batch(tiny_model, color_dir, tmp_path):
     from r1vision.trainer.config import VisionSFTConfig
     from r1vision.trainer.grpo import VisionGRPOTrainer

@@ -340,6 +340,7 @@ def test_wrong_answers_are_decided_without_math_verify(monkeypatch) -> None:
     assert len(calls) == 1
 
 
+@pytest.mark.slow
 def test_pathological_answer_is_false_within_the_default_deadline() -> None:
     """With a warm worker the default deadline (<= 1.5 s) bounds the call; the killed worker is replaced
     in the background, so the next pathological call finds a warm worker again."""

@@ -2,10 +2,13 @@
 
 import json
 
+import pytest
+
 from r1vision.cli import main
 from tests.helpers.cli import infer_args, quick_train_args, scoring_args, synth_splits
 
 
+@pytest.mark.slow
 def test_svg_pipeline(tmp_path, tiny_model):
     data = tmp_path / "data"
     synth_splits("svg", data, {"train": 4, "test": 2})

@@ -272,6 +272,7 @@ def test_timeout_kills_worker_and_pool_recovers(pool):
     assert again.ok and os.getpid() == pool._pid
 
 
+@pytest.mark.slow
 def test_memory_limit_contains_a_heavy_render():
     points = " ".join(f"L{(i * 37) % 500} {(i * 91) % 500}" for i in range(2000))
     heavy = (
