@@ -123,9 +123,8 @@ def build_model(cfg: DemoConfig, data: Path, seed: int, rows: Any = None) -> Pat
 
 
 def _common(cfg: DemoConfig, seed: int, quiet: bool) -> dict[str, Any]:
-    video = getattr(cfg, "video_options", None) or {}  # the motion demo's frame count and size
     return dict(
-        **video,
+        **cfg.video_options,
         report_to=[],
         use_cpu=True,
         seed=seed,

@@ -74,6 +74,11 @@ class DemoConfig:
     def max_pixels(self) -> int:
         return self.image_side * self.image_side
 
+    @property
+    def video_options(self) -> dict[str, Any]:
+        """The ``video_*`` training and ``infer`` options (none here; the video demo sets its own)."""
+        return {}
+
     @classmethod
     def quick(cls) -> DemoConfig:
         """A smoke run (well under 2 minutes): every stage and output, too short to learn."""

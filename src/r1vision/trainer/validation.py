@@ -174,8 +174,9 @@ def check_sequence_lengths(
         sizes = [load_image(v, image_root).size for v in images_of_row(row)]
         n_vision = sum(budget.num_tokens(w, h) for w, h in sizes)
         kind, setting = "image", f"max_pixels={budget.max_pixels}"
-        if video_budget is not None and videos_of_row(row):
-            counted = [video_tokens(v, video_budget, image_root) for v in videos_of_row(row)]
+        videos = videos_of_row(row) if video_budget is not None else []
+        if videos:
+            counted = [video_tokens(v, video_budget, image_root) for v in videos]
             n_vision += sum(tokens for tokens, _ in counted)
             sizes += [size for _, size in counted]
             kind = "video"

@@ -20,6 +20,7 @@ import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -197,7 +198,7 @@ def load_clip(
         if isinstance(value, (str, os.PathLike)):
             path = resolve_path(value, root)
             if path.is_dir():
-                frames = sorted(p for p in path.iterdir() if p.suffix.lower() in FRAME_SUFFIXES)
+                frames = _frame_files(path)
                 if not frames:
                     raise VideoLoadError(
                         f"video folder {path} holds no frame images ({', '.join(FRAME_SUFFIXES)})"
@@ -238,9 +239,7 @@ def video_tokens(
                 kept = len(sample_indices(total, rate, budget))
                 return budget.num_tokens(*size, kept), size
         elif isinstance(path, (str, os.PathLike)) and resolve_path(path, root).is_dir():
-            frames = sorted(
-                p for p in resolve_path(path, root).iterdir() if p.suffix.lower() in FRAME_SUFFIXES
-            )
+            frames = _frame_files(resolve_path(path, root))
             if frames:
                 size = load_image(frames[0]).size
                 kept = len(sample_indices(len(frames), fps or budget.fps, budget))
@@ -255,6 +254,11 @@ def video_tokens(
         pass
     clip = load_clip(value, budget, root, fps)
     return budget.num_tokens(*clip.original_size, len(clip)), clip.original_size
+
+
+def _frame_files(folder: Path) -> list[Path]:
+    """The frame images of a video folder, in name order."""
+    return sorted(p for p in folder.iterdir() if p.suffix.lower() in FRAME_SUFFIXES)
 
 
 def _from_frames(frames: list[Any], budget: VideoBudget, fps: float | None, root: Any) -> Clip:
