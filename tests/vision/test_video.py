@@ -159,6 +159,28 @@ def test_clip_keeps_its_metadata_through_pickling():
     )
 
 
+def test_plain_frames_with_vllms_metadata_process_as_the_clip():
+    """vLLM hands the processor plain arrays with their metadata (``video_item``): the patches, grid and
+    metadata (Qwen3-VL's timestamps come from it) are the clip's; a count mismatch is refused."""
+    from r1vision.generation.vllm_engine import video_item
+
+    rng = np.random.default_rng(0)
+    clip = Clip(rng.integers(0, 255, (4, 56, 28, 3), dtype=np.uint8), 6.0, 30, [0, 9, 19, 29], (100, 200))
+    vp = QwenVideoProcessor()
+    frames, metadata = video_item(clip)
+    assert type(frames) is np.ndarray and metadata["do_sample_frames"] is False
+    ours = vp(videos=[clip], return_metadata=True)
+    plain = vp(videos=[[frames]], video_metadata=[[metadata]], return_metadata=True)
+    assert torch.equal(ours["pixel_values_videos"], plain["pixel_values_videos"])
+    assert plain["video_grid_thw"].tolist() == [[2, 4, 2]]
+    got, want = plain["video_metadata"][0], ours["video_metadata"][0]
+    assert (got.fps, got.frames_indices, got.total_num_frames, got.width, got.height) == (
+        want.fps, want.frames_indices, want.total_num_frames, 100, 200
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="2 videos but 1 video_metadata"):
+        vp(videos=[frames, frames], video_metadata=[metadata])
+
+
 def test_synth_rows_follow_video_r1_schema(tmp_path):
     import json
 

@@ -6,12 +6,13 @@ vLLM's Qwen-VL code (0.30) breaks without torchvision in three places:
    image processor class), a module that imports torchvision at the top;
 2. it loads the stock ``Qwen2VLProcessor`` / ``Qwen2_5_VLProcessor`` / ``Qwen3VLProcessor``, whose
    ``from_pretrained`` insists on a torchvision video processor;
-3. Qwen3-VL reads sizes from ``processor.video_processor`` even when videos are disabled.
+3. it reads sizes from ``processor.video_processor`` and calls it on every video.
 
 :func:`apply` fixes each in place: (1) an alias module that serves the PIL image processor under the
-torchvision module's name, (2) the model's processing-info asks for r1vision's image-only processors
-(subclasses of the stock ones, so vLLM's type checks pass), (3) a video-processor stand-in that carries
-the sizes and refuses videos. Nothing changes when torchvision is importable.
+torchvision module's name, (2) the model's processing-info asks for r1vision's torchvision-free
+processors (subclasses of the stock ones, so vLLM's type checks pass), (3) with r1vision's torch-only
+video processor (:class:`~r1vision.vision.video_processor.QwenVideoProcessor`), which takes the frames
+r1vision already sampled and resized. Nothing changes when torchvision is importable.
 
 vLLM runs parts of its start-up in other processes (a subprocess that inspects the model class, the
 engine-core process, workers), so the shims must be applied there too. vLLM loads every entry point of
@@ -21,6 +22,7 @@ the ``vllm.general_plugins`` group in each of its processes; r1vision registers 
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import logging
 import sys
@@ -49,36 +51,6 @@ def torchvision_available() -> bool:
     return True
 
 
-class VideoProcessorStandIn:
-    """What vLLM reads from a Qwen-VL video processor when videos are disabled; refuses real videos.
-
-    Sizes mirror the image processor (that is what Qwen-VL video processors default to); frame limits
-    are transformers' Qwen3-VL defaults.
-    """
-
-    fps: float = 2.0
-    min_frames: int = 4
-    max_frames: int = 768
-    do_sample_frames: bool = True
-
-    def __init__(self, image_processor: Any) -> None:
-        self.size = dict(getattr(image_processor, "size", {}) or {})
-        self.patch_size = getattr(image_processor, "patch_size", 14)
-        self.merge_size = getattr(image_processor, "merge_size", 2)
-        self.temporal_patch_size = getattr(image_processor, "temporal_patch_size", 2)
-        self.image_mean = getattr(image_processor, "image_mean", None)
-        self.image_std = getattr(image_processor, "image_std", None)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError(
-            "videos need torchvision, which this environment lacks; r1vision runs vLLM with "
-            "limit_mm_per_prompt={'video': 0}"
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(vars(self))
-
-
 def _alias_torchvision_image_module() -> None:
     """Serve the PIL Qwen2-VL image processor under the name of the torchvision one."""
     name = "transformers.models.qwen2_vl.image_processing_qwen2_vl"
@@ -97,29 +69,47 @@ def _alias_torchvision_image_module() -> None:
         package.image_processing_qwen2_vl = alias  # type: ignore[attr-defined]
 
 
-def with_video_stand_in(processor: Any) -> Any:
-    """Give an image-only processor a :class:`VideoProcessorStandIn` (vLLM reads its sizes). r1vision's own
-    torch-only video processor is swapped out too: vLLM runs with videos off, and the stand-in is what its
-    tests cover."""
+def with_video_processor(processor: Any) -> Any:
+    """Give a Qwen-VL processor r1vision's torch-only video processor when it has none (vLLM reads its
+    sizes for dummy inputs and calls it on every video)."""
     from r1vision.vision.video_processor import QwenVideoProcessor
 
-    current = getattr(processor, "video_processor", None)
-    if current is None or isinstance(current, QwenVideoProcessor):
-        processor.video_processor = VideoProcessorStandIn(processor.image_processor)
+    if getattr(processor, "video_processor", None) is None:
+        processor.video_processor = QwenVideoProcessor.from_image_processor(processor.image_processor)
     return processor
 
 
-def _patch_processing_info(module: types.ModuleType, info_name: str, family: str) -> None:
+@functools.cache
+def vllm_processor_class(family: str) -> type:
+    """The image-only processor of ``family`` as vLLM calls it.
+
+    vLLM (0.30) processes each video on its own, then calls the processor on text that still holds the
+    bare ``<|video_pad|>`` placeholders, with no videos, and splices its own expansion in. transformers
+    5.x refuses a video placeholder without a video in ``validate_inputs``; this subclass leaves videos
+    to vLLM's own per-video pass (which does validate them), so that call goes through.
+    """
     from r1vision.vision.processor import PROCESSOR_CLASSES
 
+    base = PROCESSOR_CLASSES[family]
+
+    def validate_inputs(self: Any, images: Any = None, text: Any = None, videos: Any = None, **kwargs: Any):
+        token = getattr(self, "video_token", None)
+        if videos is None and token and text is not None:
+            text = text.replace(token, "") if isinstance(text, str) else [t.replace(token, "") for t in text]
+        return base.validate_inputs(self, images=images, text=text, videos=videos, **kwargs)
+
+    return type(f"VLLM{base.__name__}", (base,), {"validate_inputs": validate_inputs})
+
+
+def _patch_processing_info(module: types.ModuleType, info_name: str, family: str) -> None:
     info_cls = getattr(module, info_name, None)
     if info_cls is None or getattr(info_cls.get_hf_processor, "_r1vision", False):
         return
-    processor_cls = PROCESSOR_CLASSES[family]
+    processor_cls = vllm_processor_class(family)
 
     def get_hf_processor(self: Any, **kwargs: Any) -> Any:
         kwargs.setdefault("use_fast", True)
-        return with_video_stand_in(self.ctx.get_hf_processor(processor_cls, **kwargs))
+        return with_video_processor(self.ctx.get_hf_processor(processor_cls, **kwargs))
 
     get_hf_processor._r1vision = True  # type: ignore[attr-defined]
     info_cls.get_hf_processor = get_hf_processor

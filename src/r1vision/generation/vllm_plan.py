@@ -28,6 +28,14 @@ def max_image_tokens(budget: PixelBudget) -> int:
     return budget.max_pixels // (budget.factor * budget.factor)
 
 
+def max_video_tokens(video_budget: Any) -> int:
+    """LM tokens of one video at a :class:`~r1vision.vision.video.VideoBudget`'s most frames and largest
+    frames, with room for Qwen3-VL's per-step timestamp and markers (about 8 tokens a step)."""
+    steps = -(-int(video_budget.max_frames) // int(video_budget.temporal_patch_size))
+    per_step = video_budget.max_frame_pixels // (video_budget.factor * video_budget.factor)
+    return int(steps * (per_step + 8))
+
+
 def required_model_len(
     budget: PixelBudget, max_images: int, max_completion_length: int, prompt_text_tokens: int
 ) -> int:
@@ -42,14 +50,16 @@ def resolve_max_model_len(
     max_completion_length: int,
     prompt_text_tokens: int | None,
     context: int | None = None,
+    video_tokens: int = 0,
 ) -> int:
-    """``vllm_max_model_length`` when set, else :func:`required_model_len` of the run's own lengths, at
-    most the model's ``context`` (vLLM refuses a longer one; a prompt that does not fit is refused at
-    rollout time with its index)."""
+    """``vllm_max_model_length`` when set, else :func:`required_model_len` of the run's own lengths (plus
+    ``video_tokens``: :func:`max_video_tokens` per video a prompt may hold), at most the model's
+    ``context`` (vLLM refuses a longer one; a prompt that does not fit is refused at rollout time with
+    its index)."""
     if user_value:
         return int(user_value)
     text = DEFAULT_PROMPT_TEXT_TOKENS if prompt_text_tokens is None else prompt_text_tokens
-    need = required_model_len(budget, max_images, max_completion_length, text)
+    need = required_model_len(budget, max_images, max_completion_length, text) + int(video_tokens)
     return min(need, int(context)) if context else need
 
 

@@ -49,7 +49,7 @@ def run_inference(
     the same pixel budget; each prompt's image tokens are checked against the processor's).
     ``opts`` (the task's parsed ``Options``, e.g. ``prompt="closed"``) build the prompts the model was
     trained with. ``video``: the ``video_*`` budget options (:class:`~r1vision.vision.video.VideoBudget`;
-    video rows generate with the ``hf`` backend). Returns ``out_dir``.
+    both backends sample and resize video rows under it). Returns ``out_dir``.
     """
     if backend not in ("hf", "vllm"):
         raise ValueError(f"backend={backend!r}; choose 'hf' or 'vllm'")
@@ -70,10 +70,6 @@ def run_inference(
     video_budget = VideoBudget.for_family(
         family, **{k.removeprefix("video_"): v for k, v in (video or {}).items()}
     )
-    if backend == "vllm" and n and videos_of_row(rows[0]):
-        raise DatasetValidationError(
-            f"split {split!r} holds video rows: generate them with --backend hf (vLLM runs with videos off)"
-        )
     rank, world = process_shard(state)
     settings = {
         "model": model_path,
@@ -101,7 +97,16 @@ def run_inference(
             from r1vision.generation.vllm_engine import VLLMGenerator
 
             max_images = max([len(images_of_row(rows[i])) for i in todo] + [1])
-            model = VLLMGenerator(model_path, processor, budget, max_images, max_model_len=max_model_len)
+            max_videos = max(len(videos_of_row(rows[i])) for i in todo)
+            model = VLLMGenerator(
+                model_path,
+                processor,
+                budget,
+                max_images,
+                max_model_len=max_model_len,
+                max_videos=max_videos,
+                video_budget=video_budget if max_videos else None,
+            )
         else:
             model = (
                 AutoModelForImageTextToText.from_pretrained(model_path, dtype="auto").to(state.device).eval()
@@ -129,7 +134,7 @@ def run_inference(
                     for i, row in zip(batch_idx, batch, strict=True)
                 ]
                 if backend == "vllm":
-                    texts = model.generate(batch, resized, batch_options)
+                    texts = model.generate(batch, resized, batch_options, videos=clips)
                 else:
                     texts = generate(
                         model, processor, batch, budget, batch_options, images=resized, videos=clips

@@ -28,6 +28,12 @@ class QwenVideoProcessor:
     per-frame budget first."""
 
     model_input_names = ["pixel_values_videos", "video_grid_thw"]
+    # What vLLM's Qwen-VL code reads for its dummy inputs and timestamps (transformers' Qwen3-VL defaults).
+    # r1vision samples frames itself (load_clip), so the processor never does.
+    fps: float = 2.0
+    min_frames: int = 4
+    max_frames: int = 768
+    do_sample_frames: bool = False
 
     def __init__(
         self,
@@ -70,14 +76,26 @@ class QwenVideoProcessor:
         return self.patch_size * self.merge_size
 
     def __call__(
-        self, videos: Any, return_metadata: bool = False, return_tensors: Any = None, **_: Any
+        self,
+        videos: Any,
+        return_metadata: bool = False,
+        return_tensors: Any = None,
+        video_metadata: Any = None,
+        **_: Any,
     ) -> Any:
-        """Patch rows of every video in ``videos`` (nested lists of clips / frame lists / 4-D arrays)."""
+        """Patch rows of every video in ``videos`` (nested lists of clips / frame lists / 4-D arrays).
+
+        ``video_metadata`` (one per video, nested like ``videos``: what vLLM passes with plain arrays)
+        gives the frame rate and sampled indices a :class:`Clip` would carry."""
         import torch
         from transformers.feature_extraction_utils import BatchFeature
         from transformers.video_utils import VideoMetadata
 
-        clips = [self._as_clip(v) for v in _flatten_videos(videos)]
+        flat = _flatten_videos(videos)
+        given = _flatten_metadata(video_metadata)
+        if given and len(given) != len(flat):
+            raise ValueError(f"{len(flat)} videos but {len(given)} video_metadata entries")
+        clips = [self._as_clip(v, given[i] if given else None) for i, v in enumerate(flat)]
         rows, grids, metadata = [], [], []
         for clip in clips:
             patches, grid = self.patchify(clip)
@@ -100,9 +118,20 @@ class QwenVideoProcessor:
             data["video_metadata"] = metadata
         return BatchFeature(data)
 
-    def _as_clip(self, value: Any) -> Clip:
+    def _as_clip(self, value: Any, metadata: Any = None) -> Clip:
         if isinstance(value, Clip):
             clip = value
+        elif metadata is not None:  # a plain array with its metadata (vLLM's video items)
+            frames = np.asarray(value)
+            indices = _meta(metadata, "frames_indices") or range(len(frames))
+            width, height = _meta(metadata, "width"), _meta(metadata, "height")
+            clip = Clip(
+                frames,
+                _meta(metadata, "fps"),
+                int(_meta(metadata, "total_num_frames") or len(frames)),
+                list(indices),
+                (int(width), int(height)) if width and height else (frames.shape[2], frames.shape[1]),
+            )
         else:
             frames = [
                 np.asarray(f.convert("RGB")) if isinstance(f, Image.Image) else np.asarray(f) for f in value
@@ -171,6 +200,22 @@ def _flatten_videos(videos: Any) -> list[Any]:
     raise TypeError(
         f"unsupported video input of type {type(videos).__name__}; decode it with r1vision.vision.video.load_clip"
     )
+
+
+def _flatten_metadata(metadata: Any) -> list[Any]:
+    """Every entry of a (possibly nested) list of video metadata (dicts or ``VideoMetadata``)."""
+    if metadata is None:
+        return []
+    if isinstance(metadata, (list, tuple)):
+        out: list[Any] = []
+        for item in metadata:
+            out.extend(_flatten_metadata(item))
+        return out
+    return [metadata]
+
+
+def _meta(metadata: Any, key: str) -> Any:
+    return metadata.get(key) if isinstance(metadata, dict) else getattr(metadata, key, None)
 
 
 def video_budget_from_args(family: str, args: Any, processor: Any = None) -> VideoBudget:
