@@ -27,6 +27,8 @@ from transformers import (
     Qwen3VLProcessor,
 )
 
+from r1vision.vision import mrope
+
 
 class _ImageOnlyMixin:
     """Shared behaviour: no video processor, and save under the stock class name."""
@@ -186,3 +188,5 @@ def register_processors() -> None:
 # Importing this module registers the processors (r1vision.vision.registration imports it when transformers
 # loads; `import r1vision.vision.processor` first works the same way). Idempotent.
 register_processors()
+# Qwen2/2.5-VL text positions after a video as Qwen's reference code (and vLLM) place them.
+mrope.apply()
