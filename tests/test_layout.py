@@ -24,6 +24,7 @@ LAYERS: list[list[str]] = [
     [
         "vision",
         "versions",
+        "import_hooks",
         "compiled",
         "_speedups",
         "configs",

@@ -268,6 +268,30 @@ PATCHES: tuple[Patch, ...] = (
         "transformers 5.23 loads the published layout transposed and saves it that way; vLLM reads the published one",
         "tests/vision/test_hub_layout.py",
     ),
+    Patch(
+        "transformers Qwen2VLModel.get_rope_index (wrapped)",
+        "transformers/models/qwen2_vl/modeling_qwen2_vl.py:987",
+        "current_pos += max(grid_thw[1], grid_thw[2]) // spatial_merge_size",
+        "r1vision/vision/mrope.py",
+        "text after a video starts at the video's largest position + 1, as Qwen's reference code and vLLM do",
+        "tests/vision/test_mrope.py",
+    ),
+    Patch(
+        "transformers Qwen2_5_VLModel.get_rope_index (wrapped)",
+        "transformers/models/qwen2_5_vl/modeling_qwen2_5_vl.py:1034",
+        "current_pos += max(grid_thw[1], grid_thw[2]) // spatial_merge_size",
+        "r1vision/vision/mrope.py",
+        "text after a video starts at the video's largest position + 1, as Qwen's reference code and vLLM do",
+        "tests/vision/test_mrope.py",
+    ),
+    Patch(
+        "vLLM's processor kwargs do_normalize / do_rescale (False with mm_device_do_normalize)",
+        "vllm/config/multimodal.py:504",
+        'kwargs["do_normalize"] = False',
+        "r1vision/vision/video_processor.py",
+        "vLLM normalises Qwen2/2.5-VL pixels on the device; the torch-only video processor must then skip it",
+        "tests/generation/test_vllm_engine.py::test_vllm_sees_the_trainers_video_tokens_and_matches_hf",
+    ),
 )
 
 

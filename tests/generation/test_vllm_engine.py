@@ -193,10 +193,49 @@ def test_vllm_sees_the_trainers_video_tokens_and_matches_hf(tiny_model, family):
         collapsed = collapse_placeholders(ids, gen.image_token_id, video_marks(processor))
         assert collapsed.count(processor.video_token_id) == 1 < ids.count(processor.video_token_id)
         out = gen.generate(rows, [[], []], GREEDY, check=True, videos=clips)
+        scored = [
+            _prompt_logprob_gap(gen, model, processor, row, c) for row, c in zip(rows, clips, strict=True)
+        ]
     finally:
         del gen
         _cleanup()
     assert out == generate(model, processor, rows, budget, GREEDY, images=[[], []], videos=clips)
+    # Every prompt token scored alike: the same pixels (vLLM normalises Qwen2/2.5-VL on the device), frame
+    # rate and positions (the text after the video too: r1vision.vision.mrope).
+    assert max(scored) < 1e-4, scored
+
+
+def _prompt_logprob_gap(gen, model, processor, row, clips) -> float:
+    """Largest |log p| difference between vLLM and transformers over a video prompt's tokens."""
+    from vllm import SamplingParams
+
+    from r1vision.generation.vllm_engine import collapse_placeholders, video_marks, video_request
+
+    ids = gen.prompt_ids(row, [], clips)
+    text = processor.apply_chat_template(
+        _with_video(row["prompt"], clips), add_generation_prompt=True, tokenize=False
+    )
+    enc = processor(text=[text + "left right up down"], videos=list(clips), return_tensors="pt")
+    full = enc["input_ids"][0].tolist()
+    assert full[: len(ids)] == ids
+    with torch.no_grad():
+        logp = torch.log_softmax(model(**enc).logits[0].float(), -1)
+    request = {
+        "prompt_token_ids": collapse_placeholders(full, processor.image_token_id, video_marks(processor))
+    }
+    request.update(video_request(clips))
+    out = gen.llm.generate([request], SamplingParams(max_tokens=1, prompt_logprobs=0), use_tqdm=False)[0]
+    assert list(out.prompt_token_ids) == full
+    return max(
+        abs(float(logp[i - 1, full[i]]) - out.prompt_logprobs[i][full[i]].logprob)
+        for i in range(1, len(full))
+    )
+
+
+def _with_video(prompt, clips):
+    from r1vision.generation.hf import _with_video_parts
+
+    return _with_video_parts(prompt, list(clips))
 
 
 def test_collapse_placeholders_leaves_images_and_text_alone():
@@ -278,19 +317,24 @@ def test_infer_backend_vllm_on_video_rows_equals_hf(tiny_model, motion_dir, tmp_
     assert records["vllm"] == records["hf"]
 
 
+def _colocate_args(tmp_path, **overrides):
+    """GRPO with vllm_colocate, a learning rate that moves the tiny model, its vision tower frozen."""
+    return grpo_args(
+        tmp_path,
+        use_vllm=True,
+        vllm_mode="colocate",
+        learning_rate=5e-2,
+        freeze_vision_tower=True,
+        **overrides,
+    )
+
+
 def _grpo(tiny_model, color_dir, tmp_path, sync: bool):
     from r1vision.generation import vllm_colocate
     from r1vision.trainer.grpo import VisionGRPOTrainer
 
     dataset = task_rows("color", color_dir).remove_columns(["completion"])
-    args = grpo_args(
-        tmp_path,
-        use_vllm=True,
-        vllm_mode="colocate",
-        max_steps=3,
-        learning_rate=5e-2,
-        freeze_vision_tower=True,
-    )
+    args = _colocate_args(tmp_path, max_steps=3)
     original = vllm_colocate.VisionVLLMGeneration.sync_weights
     if not sync:
         vllm_colocate.VisionVLLMGeneration.sync_weights = lambda self: None
@@ -303,6 +347,33 @@ def _grpo(tiny_model, color_dir, tmp_path, sync: bool):
         vllm_colocate.VisionVLLMGeneration.sync_weights = original
     diffs = [h["sampling/sampling_logp_difference/mean"] for h in trainer.state.log_history if "loss" in h]
     return trainer, diffs
+
+
+@pytest.mark.parametrize("family", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl"])
+def test_grpo_colocate_on_video_rows_scores_what_vllm_sampled(tiny_model, motion_dir, tmp_path, family):
+    """GRPO with vllm_colocate on the motion task's MP4 clips: vLLM takes each sample's clip (engine
+    limit video 1, prompts checked token for token against the trainer's), and its log-probs of its own
+    samples equal the trainer's at every step, so both saw the same frames at the same positions."""
+    from r1vision.generation.vllm_colocate import ColocateVLLMGeneration
+    from r1vision.tasks.motion.data import load_motion_dataset
+    from r1vision.trainer.grpo import VisionGRPOTrainer
+
+    f = FAMILIES[family].factor
+    args = _colocate_args(tmp_path, max_steps=2, video_max_frame_pixels=f * f)
+    rows = load_motion_dataset(motion_dir, "train").remove_columns(["completion"])
+    try:
+        trainer = VisionGRPOTrainer(
+            _vllm_model_path(tiny_model, family), [varied_reward], args=args, train_dataset=rows
+        )
+        gen = trainer.vllm_generation
+        assert isinstance(gen, ColocateVLLMGeneration) and gen.max_videos == 1
+        assert gen.llm.llm_engine.model_config.multimodal_config.limit_per_prompt["video"].count == 1
+        trainer.train()
+        assert gen.pending_videos is None  # consumed by each rollout
+    finally:
+        _cleanup()
+    diffs = [h["sampling/sampling_logp_difference/mean"] for h in trainer.state.log_history if "loss" in h]
+    assert len(diffs) == 2 and max(diffs) < 0.05, diffs
 
 
 def test_grpo_colocate_rollouts_follow_the_weights(tiny_model, color_dir, tmp_path):

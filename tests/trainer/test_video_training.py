@@ -143,7 +143,9 @@ def test_sft_trains_on_video_rows_with_each_rows_video_in_its_batch(tiny_model, 
     assert any(not torch.equal(before[n], p.detach()) for n, p in trainer.model.named_parameters())
 
 
-def test_video_datasets_refuse_vllm_before_an_engine_starts(motion_dir, tiny_model):
+def test_video_datasets_refuse_trls_own_server_before_an_engine_starts(motion_dir, tiny_model):
+    """TRL's vLLM client sends images only: TRL's server mode is refused naming what works; colocate and
+    per-rank servers take video datasets. Every vision placeholder is suppressed in generation."""
     from types import SimpleNamespace
 
     from transformers import AutoProcessor
@@ -152,12 +154,20 @@ def test_video_datasets_refuse_vllm_before_an_engine_starts(motion_dir, tiny_mod
 
     proc = AutoProcessor.from_pretrained(tiny_model("qwen2_vl"))
     rows = _rows(motion_dir)
+    trl_server = SimpleNamespace(
+        use_vllm=True, vllm_mode="server", vllm_server_per_rank=False, generation_kwargs=None
+    )
     with pytest.raises(
-        MixedVisionInputError, match="row 0 problem_id=0: the dataset has video rows.*drop --use_vllm"
+        MixedVisionInputError,
+        match="row 0 problem_id=0: the dataset has video rows, which TRL's vLLM server cannot take.*vllm_colocate",
     ):
-        _prepare_for_videos(SimpleNamespace(use_vllm=True, generation_kwargs=None), rows, proc)
-    args = SimpleNamespace(use_vllm=False, generation_kwargs={"suppress_tokens": [3]})
-    _prepare_for_videos(args, rows, proc)
+        _prepare_for_videos(trl_server, rows, proc)
+    per_rank = SimpleNamespace(
+        use_vllm=True, vllm_mode="server", vllm_server_per_rank=True, generation_kwargs=None
+    )
+    assert _prepare_for_videos(per_rank, rows, proc) is True
+    args = SimpleNamespace(use_vllm=True, vllm_mode="colocate", generation_kwargs={"suppress_tokens": [3]})
+    assert _prepare_for_videos(args, rows, proc) is True
     pad = proc.tokenizer.convert_tokens_to_ids("<|video_pad|>")
     assert 3 in args.generation_kwargs["suppress_tokens"] and pad in args.generation_kwargs["suppress_tokens"]
 

@@ -29,6 +29,7 @@ _OWN = {"config", "dry_run", "num_processes", "accelerate_config", "help", "gpus
 _POSITIVE = {
     "num_generations", "per_device_train_batch_size", "gradient_accumulation_steps", "max_completion_length",
     "min_pixels", "max_pixels", "num_train_epochs", "learning_rate", "max_images_per_prompt", "top_p",
+    "max_videos_per_prompt",
 }  # fmt: skip
 _NON_NEGATIVE = {
     "temperature",
@@ -312,7 +313,8 @@ def write_flags_file() -> dict[str, Any]:
 HELP_GROUPS = {
     "task and data": ("task", "model", "dataset", "model_name_or_path", "dataset_name", "dataset_split",
                       "eval_split", "max_train_rows", "task_options", "image_root", "validate_rows", "max_length"),
-    "vision": ("min_pixels", "max_pixels", "freeze_vision_tower", "max_images_per_prompt", "max_prompt_text_tokens"),
+    "vision": ("min_pixels", "max_pixels", "freeze_vision_tower", "max_images_per_prompt", "max_videos_per_prompt",
+               "max_prompt_text_tokens"),
     "rewards and advantages": ("reward_funcs", "advantage_estimator", "scale_rewards", "keep_groups_by_std",
                                "dynamic_sampling", "dynamic_sampling_max_rounds"),
     "generation": ("generation_backend", "vllm_server_per_rank"),

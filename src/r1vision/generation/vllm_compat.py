@@ -29,6 +29,8 @@ import sys
 import types
 from typing import Any
 
+from r1vision.import_hooks import patch_on_import
+
 logger = logging.getLogger(__name__)
 
 _APPLIED = False
@@ -101,6 +103,10 @@ def vllm_processor_class(family: str) -> type:
     return type(f"VLLM{base.__name__}", (base,), {"validate_inputs": validate_inputs})
 
 
+def _patch_vllm_module(module: types.ModuleType) -> None:
+    _patch_processing_info(module, *_VLLM_QWEN_INFOS[module.__name__])
+
+
 def _patch_processing_info(module: types.ModuleType, info_name: str, family: str) -> None:
     info_cls = getattr(module, info_name, None)
     if info_cls is None or getattr(info_cls.get_hf_processor, "_r1vision", False):
@@ -115,33 +121,6 @@ def _patch_processing_info(module: types.ModuleType, info_name: str, family: str
     info_cls.get_hf_processor = get_hf_processor
 
 
-class _PatchOnImport:
-    """Meta-path hook: patch vLLM's Qwen-VL processing-info classes right after their modules load.
-
-    Importing vLLM's model modules in the plugin itself would pull the model stack into every vLLM
-    process at start-up (and before the platform is set up), so the patch waits for the import.
-    """
-
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        if fullname not in _VLLM_QWEN_INFOS:
-            return None
-        sys.meta_path.remove(self)
-        try:
-            spec = importlib.util.find_spec(fullname)
-        finally:
-            sys.meta_path.insert(0, self)
-        if spec is None or spec.loader is None:
-            return spec
-        original_exec = spec.loader.exec_module
-
-        def exec_module(module: types.ModuleType) -> None:
-            original_exec(module)
-            _patch_processing_info(module, *_VLLM_QWEN_INFOS[fullname])
-
-        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
-        return spec
-
-
 def apply() -> bool:
     """Apply the shims in this process (idempotent); returns whether they were needed."""
     global _APPLIED
@@ -153,11 +132,10 @@ def apply() -> bool:
 
     register_processors()
     _alias_torchvision_image_module()
-    for name, (info_name, family) in _VLLM_QWEN_INFOS.items():
-        if name in sys.modules:
-            _patch_processing_info(sys.modules[name], info_name, family)
-    if not any(isinstance(hook, _PatchOnImport) for hook in sys.meta_path):
-        sys.meta_path.insert(0, _PatchOnImport())
+    # Importing vLLM's model modules here would pull the model stack into every vLLM process at start-up
+    # (and before the platform is set up): each is patched as it loads.
+    for name in _VLLM_QWEN_INFOS:
+        patch_on_import(name, _patch_vllm_module)
     _APPLIED = True
     logger.debug("r1vision: vLLM torchvision-free shims applied")
     return True

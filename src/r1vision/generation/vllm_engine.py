@@ -159,6 +159,28 @@ def video_item(clip: Any) -> tuple[Any, dict[str, Any]]:
     return np.ascontiguousarray(np.asarray(clip)), metadata
 
 
+def video_request_kwargs(clips: Sequence[Any]) -> dict[str, Any]:
+    """Per-request ``mm_processor_kwargs`` for a prompt's clips: the rate of the frames as sent.
+
+    vLLM passes Qwen3-VL the metadata of :func:`video_item`, but Qwen2/2.5-VL the bare frames only;
+    their processor reads the frames' rate from ``fps`` (Qwen2.5-VL's temporal positions:
+    ``second_per_grid_ts = temporal_patch_size / fps``), which must be the rate the trainer's clip had.
+    """
+    rates = []
+    for clip in clips:
+        fps = float(clip.fps) if clip.fps else 2.0
+        rates.append(len(clip.frames_indices) / max(int(clip.total_num_frames), 1) * fps)
+    return {"fps": rates[0] if len(rates) == 1 else rates}
+
+
+def video_request(clips: Sequence[Any]) -> dict[str, Any]:
+    """What a vLLM prompt dict gets for its clips: ``multi_modal_data`` and ``mm_processor_kwargs``."""
+    return {
+        "multi_modal_data": {"video": [video_item(c) for c in clips]},
+        "mm_processor_kwargs": video_request_kwargs(clips),
+    }
+
+
 def check_prompt_ids(
     vllm_ids: Sequence[int], trainer_ids: Sequence[int], image_token_id: int, label: str
 ) -> None:
@@ -322,6 +344,8 @@ class VLLMGenerator:
     """An in-process vLLM engine for image and video prompts, built with the trainer's processor and
     pixel budget (videos arrive sampled and resized by ``load_clip`` under the run's video budget)."""
 
+    video_marks: tuple[int, int, int] | None = None  # set when the engine takes videos (max_videos > 0)
+
     def __init__(
         self,
         model_path: str,
@@ -433,7 +457,7 @@ class VLLMGenerator:
             if imgs:
                 request["multi_modal_data"] = {"image": list(imgs) if len(imgs) > 1 else imgs[0]}
             elif clips:
-                request["multi_modal_data"] = {"video": [video_item(c) for c in clips]}
+                request.update(video_request(clips))
             requests.append(request)
         outputs = self.llm.generate(requests, params, use_tqdm=False)
         if check:

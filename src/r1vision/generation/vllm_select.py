@@ -32,12 +32,17 @@ def vision_vllm_generation(
     mode: str = "colocate",
     max_model_len: int | None = None,
     lora_adapters: bool = False,
+    max_videos: int = 0,
 ) -> Iterator[type[VisionVLLMBase]]:
     """While active, ``GRPOTrainer.__init__`` builds the r1vision backend for ``use_vllm``."""
     from trl.trainer import grpo_trainer
 
     base = backend_class(mode, per_rank_servers)
-    attrs: dict[str, Any] = {"max_images": max_images, "max_model_len": max_model_len}
+    attrs: dict[str, Any] = {
+        "max_images": max_images,
+        "max_videos": max_videos,
+        "max_model_len": max_model_len,
+    }
     if lora_adapters:
         attrs["lora_adapters"] = True
     cls = type(f"Bound{base.__name__}", (base,), attrs)

@@ -4,7 +4,9 @@
 
 - the run's pixel budget, read back from the trainer's processor through the one resolver
   (:func:`r1vision.vision.budget.resolve_budget`), so the engine and training resize images alike;
-- the image limit and ``max_model_len`` (:mod:`r1vision.generation.vllm_plan`);
+- the image and video limits and ``max_model_len`` (:mod:`r1vision.generation.vllm_plan`);
+- a video batch's clips (:attr:`VisionVLLMBase.pending_videos`, set by the trainer: TRL passes images
+  only), sent already sampled and resized, one unexpanded placeholder per video;
 - ``generation_kwargs["suppress_tokens"]`` (a transformers option) becomes a vLLM ``logit_bias``, and the
   image placeholder is always suppressed: a sampled one would add a placeholder without features to
   the training forward;
@@ -43,7 +45,11 @@ class VisionVLLMBase(VLLMGeneration):
     """TRL's ``VLLMGeneration`` with the pieces every r1vision backend shares (see the module docstring)."""
 
     max_images: int = 1
+    max_videos: int = 0  # > 0 for a video dataset (the engine's limit_mm_per_prompt)
     max_model_len: int | None = None  # resolved by the trainer (vllm_plan.resolve_max_model_len)
+    # The next generate call's clips, per sample (set by the trainer as it tokenizes a video batch: TRL
+    # hands the backend token IDs and images only).
+    pending_videos: list[list[Any]] | None = None
 
     @property
     def budget(self) -> PixelBudget:
@@ -85,12 +91,21 @@ class VisionVLLMBase(VLLMGeneration):
         profiler: Any = None,
     ) -> tuple:
         """A backend that implements :meth:`_generate` gets the prompts after the ``max_model_len`` check,
-        with the processor's image token id; plain server mode is TRL's generation unchanged."""
+        with the processor's image token id and the batch's clips (:attr:`pending_videos`); plain server
+        mode is TRL's generation unchanged, for images only."""
+        videos, self.pending_videos = self.pending_videos, None
+        if videos is not None and not any(videos):
+            videos = None
         if type(self)._generate is VisionVLLMBase._generate:
+            if videos is not None:
+                raise ValueError(
+                    "video rows cannot go through TRL's vLLM server (its client sends images only): use "
+                    "vllm_mode colocate, or vllm_server_per_rank with `r1vision vllm-serve`"
+                )
             return super().generate(prompts, images, num_generations, profiler)
         self._check_lengths(prompts)
         image_token = getattr(self.processing_class, "image_token_id", None)
-        return self._generate(prompts, images, num_generations, profiler, image_token)
+        return self._generate(prompts, images, num_generations, profiler, image_token, videos)
 
     def _generate(
         self,
@@ -99,8 +114,10 @@ class VisionVLLMBase(VLLMGeneration):
         num_generations: int,
         profiler: Any,
         image_token: int | None,
+        videos: list[list[Any]] | None = None,
     ) -> tuple:
-        """The backend's generation (see :meth:`generate`); the base class leaves it to TRL."""
+        """The backend's generation (see :meth:`generate`); the base class leaves it to TRL. ``videos``:
+        per sample, its :class:`~r1vision.vision.video.Clip` values (``None``: an image or text batch)."""
         raise NotImplementedError
 
     def _check_lengths(self, prompts: list[list[int]]) -> None:

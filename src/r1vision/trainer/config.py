@@ -354,7 +354,14 @@ class VisionGRPOConfig(VisionOptions, GRPOConfig):
         },
     )
     max_images_per_prompt: int = field(
-        default=1, metadata={"help": "Most images in a prompt: vLLM's limit_mm_per_prompt (videos are off)."}
+        default=1, metadata={"help": "Most images in a prompt: vLLM's limit_mm_per_prompt."}
+    )
+    max_videos_per_prompt: int = field(
+        default=1,
+        metadata={
+            "help": "Most videos in a prompt of a video dataset: vLLM's limit_mm_per_prompt (0 for image "
+            "datasets). With the video_* budget it adds each video's most tokens to max_model_len."
+        },
     )
     max_prompt_text_tokens: int = field(
         default=1024,

@@ -41,7 +41,7 @@ from r1vision.trainer.video_inputs import (
     split_video_fields,
 )
 from r1vision.vision.images import images_of_row, vision_columns, with_vision_columns
-from r1vision.vision.video import load_clip, videos_of_row
+from r1vision.vision.video import clips_of_prompt, load_clip, videos_of_row
 
 logger = logging.getLogger(__name__)
 
@@ -72,27 +72,31 @@ class VisionGRPOTrainer(FinalOutputMixin, CheckpointRenameMixin, VisionSetupMixi
             model, args, processing_class, peft_config, callbacks, [train_dataset, eval_dataset]
         )
         processing_class.tokenizer.padding_side = "left"  # GRPO generates from left-padded prompts
-        _prepare_for_videos(args, train_dataset, processing_class)
+        video_dataset = _prepare_for_videos(args, train_dataset, processing_class)
         train_dataset = with_row_index(train_dataset)
         eval_dataset = with_row_index(eval_dataset)
 
         generation: contextlib.AbstractContextManager = contextlib.nullcontext()
         if args.use_vllm:  # TRL builds its vLLM backend in __init__: hand it our VLM-aware subclass
-            from r1vision.generation.vllm_plan import resolve_max_model_len
+            from r1vision.generation.vllm_plan import max_video_tokens, resolve_max_model_len
             from r1vision.generation.vllm_select import vision_vllm_generation
 
             max_images = getattr(args, "max_images_per_prompt", 1)
+            max_videos = int(getattr(args, "max_videos_per_prompt", 1)) if video_dataset else 0
+            video_tokens = max_videos * max_video_tokens(self.video_budget) if max_videos else 0
             generation = vision_vllm_generation(
                 max_images,
                 per_rank_servers=getattr(args, "vllm_server_per_rank", False),
                 mode=args.vllm_mode,
                 lora_adapters=getattr(args, "vllm_lora_adapters", False),
+                max_videos=max_videos,
                 max_model_len=resolve_max_model_len(
                     args.vllm_max_model_length,
                     self.pixel_budget,
                     max_images,
                     args.max_completion_length,
                     getattr(args, "max_prompt_text_tokens", None),
+                    video_tokens=video_tokens,
                 )
                 if self.pixel_budget is not None
                 else args.vllm_max_model_length,
@@ -147,10 +151,6 @@ class VisionGRPOTrainer(FinalOutputMixin, CheckpointRenameMixin, VisionSetupMixi
                 f"{label}: videos need a Qwen-VL family model (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5); "
                 f"this model is {self.model_family or 'another family'}"
             )
-        if self.use_vllm:
-            raise MixedVisionInputError(
-                f"{label}: video rows generate with transformers for now; drop --use_vllm for video datasets"
-            )
         key = row.get("row_index")
         if key is not None and self._image_cache is not None and self._image_cache[0] == key:
             clips = self._image_cache[1]
@@ -201,6 +201,8 @@ class VisionGRPOTrainer(FinalOutputMixin, CheckpointRenameMixin, VisionSetupMixi
             counts = [count_video_parts(p) for p in prompts]
             self._video_forward = split_video_fields(multimodal_fields, counts)
             self._check_video_placeholders(prompt_ids, self._video_forward)
+            if self.use_vllm:  # TRL hands vLLM token IDs and images only: the clips go beside them
+                self.vllm_generation.pending_videos = [clips_of_prompt(p) for p in prompts]
         return prompt_ids, images, multimodal_fields
 
     def _check_video_placeholders(self, prompt_ids: list, per_sample: list) -> None:
@@ -413,18 +415,20 @@ def _check_dynamic_sampling(args: Any, num_generations: int, train_dataset: Any)
         )
 
 
-def _prepare_for_videos(args: Any, dataset: Any, processor: Any) -> None:
-    """Video datasets: refused with ``use_vllm`` before any engine starts, and never sample a vision
-    placeholder token: Qwen-VL counts every ``<|video_pad|>`` in a sequence as a video slot, so a sampled one
-    would break the scoring forward ("features and tokens do not match"). Added to
-    ``generation_kwargs["suppress_tokens"]``."""
+def _prepare_for_videos(args: Any, dataset: Any, processor: Any) -> bool:
+    """Whether the dataset holds videos. A video dataset never samples a vision placeholder token:
+    Qwen-VL counts every ``<|video_pad|>`` in a sequence as a video slot, so a sampled one would break the
+    scoring forward ("features and tokens do not match"). Added to ``generation_kwargs["suppress_tokens"]``
+    (vLLM backends turn it into a logit bias). TRL's own server mode is refused before anything starts
+    (its client sends images only)."""
     first = first_row(dataset)
     if first is None or not videos_of_row(first):
-        return
-    if args.use_vllm:
+        return False
+    if args.use_vllm and args.vllm_mode == "server" and not getattr(args, "vllm_server_per_rank", False):
         raise MixedVisionInputError(
-            f"{row_label(first, 0)}: the dataset has video rows, which generate with transformers for now; "
-            "drop --use_vllm"
+            f"{row_label(first, 0)}: the dataset has video rows, which TRL's vLLM server cannot take (its "
+            "client sends images only): use generation_backend vllm_colocate, or vllm_server with "
+            "vllm_server_per_rank and `r1vision vllm-serve`"
         )
     tokenizer = getattr(processor, "tokenizer", processor)
     names = ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>")
@@ -432,6 +436,7 @@ def _prepare_for_videos(args: Any, dataset: Any, processor: Any) -> None:
     kwargs = dict(args.generation_kwargs or {})
     kwargs["suppress_tokens"] = sorted({*map(int, kwargs.get("suppress_tokens") or []), *ids})
     args.generation_kwargs = kwargs
+    return True
 
 
 def _count_token(ids: Any, token_id: int) -> int:

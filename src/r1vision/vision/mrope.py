@@ -17,15 +17,13 @@ spatial extent are unchanged. Qwen3-VL and later place a timestamp between frame
 from __future__ import annotations
 
 import functools
-import importlib.abc
-import importlib.util
 import inspect
 import itertools
-import sys
-import types
 from typing import Any
 
 import torch
+
+from r1vision.import_hooks import patch_on_import
 
 _WRAPPED = "_r1vision_reference_positions"
 
@@ -94,35 +92,8 @@ def _patch_module(module: Any) -> None:
         cls.get_rope_index = _wrap(cls.get_rope_index)
 
 
-class _PatchOnImport(importlib.abc.MetaPathFinder):
-    """Wraps the models right after their modeling modules load, so importing r1vision (or a processor)
-    never pulls in the modeling code."""
-
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        if fullname not in _MODULES:
-            return None
-        sys.meta_path.remove(self)
-        try:
-            spec = importlib.util.find_spec(fullname)
-        finally:
-            sys.meta_path.insert(0, self)
-        if spec is None or spec.loader is None:
-            return spec
-        original_exec = spec.loader.exec_module
-
-        def exec_module(module: types.ModuleType) -> None:
-            original_exec(module)
-            _patch_module(module)
-
-        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
-        return spec
-
-
 def apply() -> None:
     """Wrap Qwen2-VL's and Qwen2.5-VL's ``get_rope_index`` now if their modules are loaded, else as they
     load (idempotent)."""
     for name in _MODULES:
-        if name in sys.modules:
-            _patch_module(sys.modules[name])
-    if not any(isinstance(hook, _PatchOnImport) for hook in sys.meta_path):
-        sys.meta_path.insert(0, _PatchOnImport())
+        patch_on_import(name, _patch_module)

@@ -345,6 +345,19 @@ def count_video_parts(prompt: Any) -> int:
     return count_parts(prompt, "video")
 
 
+def clips_of_prompt(prompt: Any) -> list[Any]:
+    """The videos :func:`fill_video_parts` placed in a conversational prompt, in order."""
+    if isinstance(prompt, str):
+        return []
+    return [
+        part["video"]
+        for message in prompt
+        if isinstance(message.get("content"), list)
+        for part in message["content"]
+        if part.get("type") == "video" and part.get("video") is not None
+    ]
+
+
 def fill_video_parts(prompt: Any, clips: Sequence[Clip], label: str) -> list[dict[str, Any]]:
     """``prompt`` with its ``{"type": "video"}`` parts holding ``clips`` in order; a prompt without video
     parts gets them at the start of its first user message (as TRL places images). The counts must agree."""

@@ -81,12 +81,18 @@ class QwenVideoProcessor:
         return_metadata: bool = False,
         return_tensors: Any = None,
         video_metadata: Any = None,
+        fps: float | Sequence[float] | None = None,
+        do_rescale: bool = True,
+        do_normalize: bool = True,
         **_: Any,
     ) -> Any:
         """Patch rows of every video in ``videos`` (nested lists of clips / frame lists / 4-D arrays).
 
-        ``video_metadata`` (one per video, nested like ``videos``: what vLLM passes with plain arrays)
-        gives the frame rate and sampled indices a :class:`Clip` would carry."""
+        ``video_metadata`` (one per video, nested like ``videos``: what vLLM passes Qwen3-VL with plain
+        arrays) gives the frame rate and sampled indices a :class:`Clip` would carry; without it, ``fps``
+        (one, or one per video: what vLLM passes Qwen2/2.5-VL) is the rate of the frames as given.
+        ``do_rescale`` / ``do_normalize`` off leave that step to the model (vLLM normalises Qwen2/2.5-VL
+        inputs on the device and asks the processor for raw pixel values)."""
         import torch
         from transformers.feature_extraction_utils import BatchFeature
         from transformers.video_utils import VideoMetadata
@@ -95,10 +101,15 @@ class QwenVideoProcessor:
         given = _flatten_metadata(video_metadata)
         if given and len(given) != len(flat):
             raise ValueError(f"{len(flat)} videos but {len(given)} video_metadata entries")
+        if not given and fps is not None:
+            rates = [float(fps)] * len(flat) if isinstance(fps, (int, float)) else [float(r) for r in fps]
+            given = [{"fps": r} for r in rates]
+            if len(given) != len(flat):
+                raise ValueError(f"{len(flat)} videos but {len(given)} fps values")
         clips = [self._as_clip(v, given[i] if given else None) for i, v in enumerate(flat)]
         rows, grids, metadata = [], [], []
         for clip in clips:
-            patches, grid = self.patchify(clip)
+            patches, grid = self.patchify(clip, do_rescale=do_rescale, do_normalize=do_normalize)
             rows.append(patches)
             grids.append(grid)
             metadata.append(
@@ -152,7 +163,9 @@ class QwenVideoProcessor:
             clip = Clip(frames, clip.fps, clip.total_num_frames, clip.frames_indices, clip.original_size)
         return clip
 
-    def patchify(self, clip: np.ndarray) -> tuple[Any, list[int]]:
+    def patchify(
+        self, clip: np.ndarray, do_rescale: bool = True, do_normalize: bool = True
+    ) -> tuple[Any, list[int]]:
         """``(T, H, W, 3)`` uint8 frames → patch rows ``(t*h*w, 3*tp*p*p)`` and the grid ``[t, h, w]``.
 
         Row order is Qwen-VL's: time step, then 2x2 merge windows in raster order, then the patches
@@ -160,10 +173,13 @@ class QwenVideoProcessor:
         import torch
 
         tp, p, m = self.temporal_patch_size, self.patch_size, self.merge_size
-        x = torch.from_numpy(np.asarray(clip)).permute(0, 3, 1, 2).to(torch.float32) * self.rescale_factor
-        mean = torch.tensor(self.image_mean).view(1, 3, 1, 1)
-        std = torch.tensor(self.image_std).view(1, 3, 1, 1)
-        x = (x - mean) / std
+        x = torch.from_numpy(np.asarray(clip)).permute(0, 3, 1, 2).to(torch.float32)
+        if do_rescale:
+            x = x * self.rescale_factor
+        if do_normalize:
+            mean = torch.tensor(self.image_mean).view(1, 3, 1, 1)
+            std = torch.tensor(self.image_std).view(1, 3, 1, 1)
+            x = (x - mean) / std
         if x.shape[0] % tp:  # pad with copies of the last frame, as Qwen-VL does
             x = torch.cat([x, x[-1:].expand(tp - x.shape[0] % tp, -1, -1, -1)])
         t, c, h, w = x.shape
