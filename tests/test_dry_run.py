@@ -56,6 +56,13 @@ def test_a_video_recipe_reports_its_video_tokens(capsys):
         "video tokens" in out
         and "up to 1024 per video: 16 frames at 2 fps -> 8 time steps x 128 tokens" in out
     )
+    # with vLLM: the engine takes one clip per prompt and max_model_len holds its tokens (8 steps x 128, plus
+    # room for Qwen3-VL's per-step timestamps); TRL's own server mode is refused before anything starts
+    assert cli_main(["grpo", *argv, "--generation_backend", "vllm_colocate"]) == 0
+    out = capsys.readouterr().out
+    assert "1 x 1088 + 64)" in out and "limit_mm_per_prompt={'image': 1, 'video': 1}" in out
+    assert cli_main(["grpo", *argv, "--generation_backend", "vllm_server"]) == 2
+    assert "video rows cannot go through TRL's vLLM server" in capsys.readouterr().out
 
 
 def test_fsdp2_layout_is_its_own_estimate_not_zero3(capsys):

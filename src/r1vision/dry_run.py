@@ -208,7 +208,9 @@ def plan(kind: str, argv: Sequence[str]) -> DryRun:
     else:  # SFT: max_length bounds the whole sequence (prompt, images and target)
         completion, text_tokens = int(getattr(config, "max_length", None) or 2048), 0
     if kind == "grpo":
-        _engine(out, config, budget, max_images, completion, text_tokens, model, shape, card_gb, target_cpu)
+        max_videos = int(getattr(config, "max_videos_per_prompt", 1)) if video_only else 0
+        _engine(out, config, budget, max_images, completion, text_tokens, model, shape, card_gb, target_cpu,
+                (video, max_videos))  # fmt: skip
     zero = 0 if fsdp else _zero_stage(config, zero_override)
     setup = TrainSetup(
         gpus=gpus,
@@ -315,8 +317,10 @@ def _engine(
     shape: Any,
     card_gb: float,
     target_cpu: bool,
+    videos: tuple[Any, int] = (None, 0),
 ) -> None:
-    """The vLLM engine's arguments and weight sync, and what refuses them."""
+    """The vLLM engine's arguments and weight sync, and what refuses them. ``videos``: the video budget
+    and the videos a prompt holds (0: an image task)."""
     from r1vision.generation.vllm_engine import budget_processor_kwargs
     from r1vision.generation.vllm_trl import sync_summary
 
@@ -326,14 +330,31 @@ def _engine(
     per_rank = bool(getattr(config, "vllm_server_per_rank", False))
     mode = config.vllm_mode + (" (r1vision per-rank servers)" if per_rank else "")
     out.add("generation", f"vLLM {mode}")
-    need = vllm_plan.required_model_len(budget, max_images, completion, text_tokens)
+    video_budget, max_videos = videos
+    per_video = vllm_plan.max_video_tokens(video_budget) if max_videos and video_budget is not None else 0
+    if max_videos and config.vllm_mode == "server" and not per_rank:
+        out.problems.append(
+            "video rows cannot go through TRL's vLLM server (its client sends images only): use "
+            "generation_backend vllm_colocate, or vllm_server with vllm_server_per_rank"
+        )
+    need = vllm_plan.required_model_len(budget, max_images, completion, text_tokens) + max_videos * per_video
     max_len = vllm_plan.resolve_max_model_len(
-        config.vllm_max_model_length, budget, max_images, completion, text_tokens
+        config.vllm_max_model_length,
+        budget,
+        max_images,
+        completion,
+        text_tokens,
+        video_tokens=max_videos * per_video,
     )
-    how = "vllm_max_model_length" if config.vllm_max_model_length else "prompt text + images + completion"
+    how = (
+        "vllm_max_model_length"
+        if config.vllm_max_model_length
+        else "prompt text + images + videos + completion"
+    )
     out.add(
         "max_model_len",
-        f"{max_len} ({how}: {text_tokens} + {max_images} x {vllm_plan.max_image_tokens(budget)} + {completion})",
+        f"{max_len} ({how}: {text_tokens} + {max_images} x {vllm_plan.max_image_tokens(budget)} + "
+        f"{max_videos} x {per_video} + {completion})",
     )
     context = vllm_plan.model_context(model.config) or need
     if need > context and not config.vllm_max_model_length:
@@ -355,7 +376,7 @@ def _engine(
         "engine args",
         (
             f"max_model_len={max_len}, gpu_memory_utilization={util if config.vllm_mode == 'colocate' else '(server flag)'}, "
-            f"tensor_parallel_size={tp}, limit_mm_per_prompt={{'image': {max_images}, 'video': 0}}, "
+            f"tensor_parallel_size={tp}, limit_mm_per_prompt={{'image': {max_images}, 'video': {max_videos}}}, "
             f"mm_processor_kwargs={budget_processor_kwargs(budget)}"
         ),
     )

@@ -63,6 +63,12 @@ def test_server_info_check_refuses_short_or_mismatched_servers():
         check_server_info(info, 8000, PixelBudget.for_family("qwen2_vl", max_pixels=6272), 1, None)
     with pytest.raises(ValueError, match="image\\(s\\) per prompt"):
         check_server_info(info, 8000, budget, 2, None)
+    # a video trainer needs a server started with --max-videos-per-prompt
+    with pytest.raises(
+        ValueError, match="takes 0 video\\(s\\) per prompt, the trainer up to 1.*--max-videos-per-prompt 1"
+    ):
+        check_server_info(info, 8000, budget, 1, None, max_videos=1)
+    check_server_info({**info, "max_videos_per_prompt": 1}, 8000, budget, 1, None, max_videos=1)
 
 
 @pytest.fixture
@@ -111,6 +117,14 @@ def test_vllm_serve_reads_the_recipe(tmp_path, monkeypatch, keep_signals):
     with pytest.raises(Stop):
         vllm_serve_main(["--config", str(recipe), "--log-dir", str(tmp_path)])
     assert seen["args"][seen["args"].index("--max-lora-rank") + 1] == "32"
+    assert "--max-videos-per-prompt" not in seen["args"]  # an image task: servers keep videos off
+    # the shipped video recipe: servers take one clip per prompt, max_model_len sized by its video budget
+    with pytest.raises(Stop):
+        vllm_serve_main(["--config", "motion_grpo", "--model", "some/model", "--log-dir", str(tmp_path)])
+    args = seen["args"]
+    assert args[args.index("--max-videos-per-prompt") + 1] == "1"
+    assert args[args.index("--video-max-frames") + 1] == "16"
+    assert args[args.index("--video-max-frame-pixels") + 1] == "100352"
 
 
 def test_vllm_serve_refuses_tensor_parallel_before_starting(tmp_path, monkeypatch, capsys, keep_signals):

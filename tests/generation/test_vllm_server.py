@@ -254,6 +254,24 @@ def test_per_rank_server_takes_lora_adapters(model_path, color_dir, tmp_path):
     assert _wait_gone([base]) == []
 
 
+def test_per_rank_server_takes_the_trainers_clips(model_path, motion_dir, tmp_path):
+    """GRPO on the motion task's MP4 clips through a per-rank server started with the trainer's video
+    settings: each step's group goes as one request carrying its clip (PNG frames and metadata); vLLM's
+    expansion is checked against the trainer's and its log-probs of its samples match the trainer's."""
+    from r1vision.trainer.distributed import _free_port
+
+    base = _free_ports(1)
+    script = ["env", f"MASTER_PORT={_free_port()}", sys.executable, str(ROOT / "tests" / "scripts" / "per_rank_grpo.py"), model_path, str(motion_dir),
+              str(tmp_path), str(base), "videos"]  # fmt: skip
+    flags = ("--max-videos-per-prompt", "1", "--video-max-frame-pixels", "784")
+    (r,) = _serve_and_run(model_path, base, 1, tmp_path, script, *flags)
+    assert r["info"]["max_videos_per_prompt"] == 1
+    assert r["stats"]["generate_requests"] == 3 and r["stats"]["prompts"] == 3, r["stats"]
+    assert r["stats"]["completions"] == 3 * 4, r["stats"]
+    assert len(r["gaps"]) == 3 and max(r["gaps"]) < 0.05, r["gaps"]
+    assert _wait_gone([base]) == []
+
+
 def test_selftest_vllm_server_backend(capsys):
     from r1vision import selftest
 

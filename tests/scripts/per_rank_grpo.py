@@ -1,12 +1,14 @@
 """GRPO with one r1vision vLLM server per training process; run under ``accelerate launch`` by
 ``tests/generation/test_vllm_server.py`` (not a test module itself).
 
-    per_rank_grpo.py MODEL DATA OUT BASE_PORT [adapters]
+    per_rank_grpo.py MODEL DATA OUT BASE_PORT [adapters|videos]
 
 Each rank trains 3 steps with a reward that has spread (so the weights move), pushes the final weights,
 then decodes two image prompts greedily through its own server and with HF ``generate`` on the trained
 model, and writes ``OUT/rank{R}.json`` with what it saw (server port/pid/counters, log-prob gaps, texts).
 With ``adapters``: LoRA r 8, the syncs send the adapter to the server's LoRA support (``vllm_lora_adapters``).
+With ``videos``: DATA is a motion (video) dataset; the rollouts send clips, and only the counters and
+log-prob gaps are recorded.
 """
 
 from __future__ import annotations
@@ -68,12 +70,17 @@ def hf_generate(
     return [texts[0] for texts in generate(model, processor, rows, budget, options, images=images)]
 
 
-def main(model_path: str, data: str, out: str, base_port: int, adapters: bool = False) -> None:
+def main(model_path: str, data: str, out: str, base_port: int, mode: str = "") -> None:
     from transformers import AutoModelForImageTextToText
 
+    from r1vision.tasks.motion.data import load_motion_dataset
     from r1vision.trainer.grpo import VisionGRPOTrainer
 
-    dataset = task_rows("color", data).remove_columns(["completion"])
+    adapters, videos = mode == "adapters", mode == "videos"
+    if videos:
+        dataset = load_motion_dataset(data, "train").remove_columns(["completion"])
+    else:
+        dataset = task_rows("color", data).remove_columns(["completion"])
     args = grpo_args(
         Path(out) / "run",
         generation_backend="vllm_server",
@@ -85,10 +92,22 @@ def main(model_path: str, data: str, out: str, base_port: int, adapters: bool = 
         learning_rate=2e-1 if adapters else 5e-2,
         freeze_vision_tower=True,
         **(dict(lora_r=8, lora_alpha=16, vllm_lora_adapters=True) if adapters else {}),
+        **(dict(video_max_frame_pixels=28 * 28) if videos else {}),
     )
     trainer = VisionGRPOTrainer(model_path, [varied_reward], args=args, train_dataset=dataset)
     trainer.train()
     gen = trainer.vllm_generation
+    gaps = [
+        h["sampling/sampling_logp_difference/mean"]
+        for h in trainer.state.log_history
+        if "sampling/sampling_logp_difference/mean" in h
+    ]
+    rank = trainer.accelerator.process_index
+    if videos:
+        info = gen.vllm_client.get_server_info()
+        result = {"rank": rank, "stats": info["stats"], "gaps": gaps, "info": info}
+        (Path(out) / f"rank{rank}.json").write_text(json.dumps(result, indent=1))
+        return
     gen.sync_weights()  # the last optimizer step reaches the server only with the next generation
     model = trainer.accelerator.unwrap_model(trainer.model).eval()
     processor, budget = trainer.processing_class, trainer.pixel_budget
@@ -98,12 +117,6 @@ def main(model_path: str, data: str, out: str, base_port: int, adapters: bool = 
         initial_model = AutoModelForImageTextToText.from_pretrained(model_path, dtype=torch.float32).eval()
         initial = hf_generate(initial_model, processor, budget, rows, images)
     info = gen.vllm_client.get_server_info()
-    gaps = [
-        h["sampling/sampling_logp_difference/mean"]
-        for h in trainer.state.log_history
-        if "sampling/sampling_logp_difference/mean" in h
-    ]
-    rank = trainer.accelerator.process_index
     result = {
         "rank": rank,
         "url": gen.vllm_client.base_url,
@@ -125,6 +138,6 @@ if __name__ == "__main__":
         sys.argv[2],
         sys.argv[3],
         int(sys.argv[4]),
-        len(sys.argv) > 5 and sys.argv[5] == "adapters",
+        sys.argv[5] if len(sys.argv) > 5 else "",
     )
     sys.exit(finish_process(0))  # as `r1vision grpo` ends a launched worker (no shutdown abort)

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from r1vision.generation.vllm_server import encode_image
+from r1vision.generation.vllm_server import encode_clip, encode_image
 
 DEFAULT_CHUNK_BYTES = 256 * 2**20  # weight-push request size; bounds the client's extra host memory
 
@@ -60,9 +60,17 @@ class VLLMServerClient:
         return response.json()
 
     def generate(self, requests: list[dict[str, Any]], sampling: dict[str, Any]) -> list[dict[str, Any]]:
-        """``requests``: ``{"prompt_token_ids", "images" (PIL), "n"}``; returns one result per request."""
+        """``requests``: ``{"prompt_token_ids", "images" (PIL), "videos" (clips), "n"}``; returns one result
+        per request."""
         body = {
-            "requests": [{**r, "images": [encode_image(i) for i in r.get("images") or []]} for r in requests],
+            "requests": [
+                {
+                    **r,
+                    "images": [encode_image(i) for i in r.get("images") or []],
+                    "videos": [encode_clip(c) for c in r.get("videos") or []],
+                }
+                for r in requests
+            ],
             "sampling": sampling,
         }
         return self._post("/generate", data=json.dumps(body), headers=_JSON)["results"]

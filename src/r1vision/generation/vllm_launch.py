@@ -216,6 +216,13 @@ def apply_recipe(a: Any, argv: Sequence[str]) -> None:
             if option is None or key not in recipe or option in given or recipe[key] is None:
                 continue
             setattr(a, option, recipe[key])
+        # a video task's trainer sends clips: servers take them, sized by its video budget
+        if _video_recipe(recipe):
+            if "max_videos_per_prompt" not in given:
+                a.max_videos_per_prompt = int(recipe.get("max_videos_per_prompt") or 1)
+            for key in ("video_max_frames", "video_max_frame_pixels"):
+                if key not in given and recipe.get(key) is not None:
+                    setattr(a, key, int(recipe[key]))
         # a trainer that sends LoRA adapters needs servers with LoRA support for its rank
         if recipe.get("vllm_lora_adapters") and "max_lora_rank" not in given:
             a.max_lora_rank = int(recipe.get("lora_r") or (16 if recipe.get("use_peft") else 0))
@@ -233,6 +240,19 @@ def apply_recipe(a: Any, argv: Sequence[str]) -> None:
         raise ValueError(_TP_REFUSAL)
     if a.server == "vllm" and a.num_servers != 1:
         raise ValueError("--server vllm runs one server (use --data-parallel-size for replicas)")
+
+
+def _video_recipe(recipe: dict[str, Any]) -> bool:
+    """Whether the recipe trains a task whose rows carry videos (``Task.videos``)."""
+    name = recipe.get("task")
+    if not name:
+        return False
+    from r1vision.tasks import get_task
+
+    try:
+        return bool(get_task(str(name)).videos)
+    except (KeyError, ValueError):  # an unknown task is the trainer's to refuse
+        return False
 
 
 def vllm_serve_main(argv: Sequence[str] | None = None) -> int:
@@ -288,6 +308,8 @@ def vllm_serve_main(argv: Sequence[str] | None = None) -> int:
 def _r1vision_server_args(a: Any) -> list[str]:
     server_args = ["--gpu-memory-utilization", str(a.gpu_memory_utilization)]
     server_args += ["--max-images-per-prompt", str(a.max_images_per_prompt)]
+    if getattr(a, "max_videos_per_prompt", 0):
+        server_args += ["--max-videos-per-prompt", str(a.max_videos_per_prompt)]
     if getattr(a, "max_lora_rank", 0):
         server_args += ["--max-lora-rank", str(a.max_lora_rank)]
     for flag in (
@@ -297,6 +319,8 @@ def _r1vision_server_args(a: Any) -> list[str]:
         "max_model_len",
         "max_completion_length",
         "max_prompt_text_tokens",
+        "video_max_frames",
+        "video_max_frame_pixels",
     ):
         if getattr(a, flag) is not None:
             server_args += ["--" + flag.replace("_", "-"), str(getattr(a, flag))]

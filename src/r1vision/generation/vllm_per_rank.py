@@ -14,7 +14,7 @@ import contextlib
 from typing import Any
 
 from r1vision.generation.vllm_client import VLLMServerClient
-from r1vision.generation.vllm_engine import check_prompt_ids, collapse_image_runs
+from r1vision.generation.vllm_engine import check_prompt_ids, collapse_placeholders, video_marks
 from r1vision.generation.vllm_trl import VisionVLLMBase
 from r1vision.generation.weight_sync import sync_param_names
 from r1vision.vision.budget import PixelBudget
@@ -38,7 +38,7 @@ class PerRankVLLMGeneration(VisionVLLMBase):
         port = int(self.server_port) + self.accelerator.local_process_index
         self.vllm_client = VLLMServerClient(f"http://{host}:{port}")
         info = self.vllm_client.wait_healthy(self.server_timeout)
-        check_server_info(info, port, self.budget, self.max_images, self.max_model_length)
+        check_server_info(info, port, self.budget, self.max_images, self.max_model_length, self.max_videos)
         if self.lora_adapters:
             from r1vision.generation.lora_push import checked_adapter_rank
 
@@ -52,22 +52,26 @@ class PerRankVLLMGeneration(VisionVLLMBase):
         self._translate_generation_kwargs()
         self.accelerator.wait_for_everyone()
 
-    def _generate(self, prompts, images, num_generations, profiler, image_token) -> tuple:
+    def _generate(self, prompts, images, num_generations, profiler, image_token, videos=None) -> tuple:
         """This process's prompts on its own server: a run of identical prompts (a GRPO group's share on
         this rank) becomes one request with ``n`` = the run's length."""
         runs: list[tuple[int, int]] = []  # (first index, length)
         for i in range(len(prompts)):
-            if runs and _same_prompt(prompts, images, runs[-1][0], i):
+            if (
+                runs
+                and _same_prompt(prompts, images, runs[-1][0], i)
+                and _same_prompt(prompts, videos, runs[-1][0], i)
+            ):
                 runs[-1] = (runs[-1][0], runs[-1][1] + 1)
             else:
                 runs.append((i, 1))
+        marks = video_marks(self.processing_class) if videos is not None else None
         requests = []
         for start, n in runs:
-            ids = prompts[start]
             imgs = list(images[start] or []) if images is not None else []
-            if image_token is not None:
-                ids = collapse_image_runs(ids, int(image_token))
-            requests.append({"prompt_token_ids": [int(t) for t in ids], "images": imgs, "n": n})
+            clips = list(videos[start] or []) if videos is not None else []
+            ids = collapse_placeholders(prompts[start], image_token, marks)
+            requests.append({"prompt_token_ids": ids, "images": imgs, "videos": clips, "n": n})
         sampling: dict[str, Any] = {
             "repetition_penalty": self.repetition_penalty,
             "temperature": self.temperature,
@@ -84,9 +88,10 @@ class PerRankVLLMGeneration(VisionVLLMBase):
             results = self.vllm_client.generate(requests, sampling)
         completion_ids, logprobs, logprob_token_ids = [], [], []
         for (start, n), result in zip(runs, results, strict=True):
-            if image_token is not None:
+            token = marks[0] if marks is not None and videos[start] else image_token
+            if token is not None:
                 check_prompt_ids(
-                    result["prompt_token_ids"], prompts[start], int(image_token), f"rollout prompt {start}"
+                    result["prompt_token_ids"], prompts[start], int(token), f"rollout prompt {start}"
                 )
             if len(result["completions"]) != n:
                 raise RuntimeError(
@@ -114,9 +119,15 @@ class PerRankVLLMGeneration(VisionVLLMBase):
 
 
 def check_server_info(
-    info: dict[str, Any], port: int, budget: PixelBudget, max_images: int, max_model_len: int | None
+    info: dict[str, Any],
+    port: int,
+    budget: PixelBudget,
+    max_images: int,
+    max_model_len: int | None,
+    max_videos: int = 0,
 ) -> None:
-    """Refuse a server that resizes images differently, takes fewer images or holds shorter sequences."""
+    """Refuse a server that resizes images differently, takes fewer images or videos or holds shorter
+    sequences (clips arrive sampled and resized by the trainer: no video budget to compare)."""
     served = info.get("budget") or {}
     if (served.get("min_pixels"), served.get("max_pixels")) != (budget.min_pixels, budget.max_pixels):
         raise ValueError(
@@ -130,6 +141,12 @@ def check_server_info(
             f"the vLLM server on port {port} takes {info.get('max_images_per_prompt')} image(s) per "
             f"prompt, the trainer up to {max_images}: pass --max-images-per-prompt {max_images}"
         )
+    if int(info.get("max_videos_per_prompt") or 0) < max_videos:
+        raise ValueError(
+            f"the vLLM server on port {port} takes {info.get('max_videos_per_prompt') or 0} video(s) per "
+            f"prompt, the trainer up to {max_videos}: start `r1vision vllm-serve` with the training --config "
+            f"(or --max-videos-per-prompt {max_videos})"
+        )
     served_len = info.get("max_model_len")
     if max_model_len and served_len and int(served_len) < int(max_model_len):
         raise ValueError(
@@ -139,7 +156,8 @@ def check_server_info(
 
 
 def _same_prompt(prompts: list[list[int]], images: list | None, a: int, b: int) -> bool:
-    """Whether samples ``a`` and ``b`` are the same prompt (the trainer repeats rows with shared images)."""
+    """Whether samples ``a`` and ``b`` are the same prompt (the trainer repeats rows with shared images,
+    or clips: ``images`` is either)."""
     if list(prompts[a]) != list(prompts[b]):
         return False
     if images is None:

@@ -9,8 +9,8 @@ rank``), sends its own prompts and pushes its own copy of the weights over HTTP.
 :func:`build_app` is a small FastAPI app around one in-process ``vllm.LLM`` built with
 :func:`~r1vision.generation.vllm_engine.engine_kwargs` (the trainer's pixel budget, image limit and dtype
 rules, as in colocate mode). Endpoints: ``GET /health``, ``GET /info`` (budget, request counters),
-``POST /generate`` (token IDs with one unexpanded placeholder per image, PNG images, sampling parameters
-incl. ``n`` and ``logprobs``), ``POST /weights/begin|chunk|end`` (safetensors chunks loaded through
+``POST /generate`` (token IDs with one unexpanded placeholder per image or video, PNG images, clips as
+PNG frames with their metadata, sampling parameters incl. ``n`` and ``logprobs``), ``POST /weights/begin|chunk|end`` (safetensors chunks loaded through
 :class:`~r1vision.generation.vllm_engine.InplaceReload`, so it works on vLLM-CPU and GPUs),
 ``POST /adapter`` (with ``--max-lora-rank``: a LoRA adapter as safetensors bytes, its PEFT config in the
 ``X-Adapter-Config`` header; generation then uses it through vLLM's LoRA support) and ``POST /reset_cache``.
@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from r1vision.generation import vllm_compat
-from r1vision.generation.vllm_engine import InplaceReload, engine_kwargs, setup_cpu_env
+from r1vision.generation.vllm_engine import InplaceReload, engine_kwargs, setup_cpu_env, video_request
 from r1vision.vision.budget import resolve_budget
 from r1vision.vision.family import model_family
 
@@ -51,6 +51,30 @@ def encode_image(image: Any) -> str:
     buffer = io.BytesIO()
     image.convert("RGB").save(buffer, format="PNG")  # lossless: the server sees the trainer's pixels
     return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def encode_clip(clip: Any) -> dict[str, Any]:
+    """A :class:`~r1vision.vision.video.Clip` for JSON: its frames as lossless PNGs and its metadata."""
+    return {
+        "frames": [encode_image(frame) for frame in clip],
+        "fps": clip.fps,
+        "total_num_frames": int(clip.total_num_frames),
+        "frames_indices": [int(i) for i in clip.frames_indices],
+        "original_size": [int(v) for v in clip.original_size],
+    }
+
+
+def decode_clip(data: dict[str, Any]) -> Any:
+    """The clip :func:`encode_clip` sent, pixel for pixel, with its metadata."""
+    import numpy as np
+
+    from r1vision.vision.video import Clip
+
+    frames = np.stack([np.asarray(decode_image(f)) for f in data["frames"]])
+    size = data["original_size"]
+    return Clip(
+        frames, data.get("fps"), int(data["total_num_frames"]), data["frames_indices"], (size[0], size[1])
+    )
 
 
 def decode_image(data: str) -> Any:
@@ -72,6 +96,9 @@ class ServerOptions:
     min_pixels: int | None = None
     max_pixels: int | None = None
     max_images_per_prompt: int = 1
+    max_videos_per_prompt: int = 0  # > 0: video prompts (clips arrive sampled and resized by the trainer)
+    video_max_frames: int | None = None  # the trainer's video budget: sizes max_model_len for videos
+    video_max_frame_pixels: int | None = None
     dtype: str | None = None
     max_model_len: int | None = None
     max_completion_length: int | None = None
@@ -132,8 +159,17 @@ class ServerEngine:
         if max_model_len is None and options.max_completion_length is not None:
             # The run's own lengths: vLLM's default is the model's whole context (its KV cache alone can
             # exceed a 24 GB card).
-            from r1vision.generation.vllm_plan import model_context, resolve_max_model_len
+            from r1vision.generation.vllm_plan import max_video_tokens, model_context, resolve_max_model_len
+            from r1vision.vision.video import VideoBudget
 
+            video_tokens = 0
+            if options.max_videos_per_prompt:
+                video_budget = VideoBudget.for_family(
+                    family,
+                    max_frames=options.video_max_frames,
+                    max_frame_pixels=options.video_max_frame_pixels,
+                )
+                video_tokens = options.max_videos_per_prompt * max_video_tokens(video_budget)
             max_model_len = resolve_max_model_len(
                 None,
                 self.budget,
@@ -141,6 +177,7 @@ class ServerEngine:
                 options.max_completion_length,
                 options.max_prompt_text_tokens,
                 context=model_context(model_config),
+                video_tokens=video_tokens,
             )
         from vllm import LLM
 
@@ -154,6 +191,7 @@ class ServerEngine:
             dtype=dtype,
             max_model_len=max_model_len,
             seed=options.seed,
+            max_videos=options.max_videos_per_prompt,
             # The importance-sampling correction wants log-probs after temperature and logit processing.
             logprobs_mode="processed_logprobs",
         )
@@ -190,6 +228,7 @@ class ServerEngine:
             "pid": os.getpid(),
             "budget": {"min_pixels": self.budget.min_pixels, "max_pixels": self.budget.max_pixels},
             "max_images_per_prompt": self.options.max_images_per_prompt,
+            "max_videos_per_prompt": self.options.max_videos_per_prompt,
             "dtype": str(config.dtype).removeprefix("torch."),
             "max_model_len": config.max_model_len,
             # TRL's trainer reads info["model_config"]["logprobs_mode"] from a server at start-up.
@@ -216,8 +255,11 @@ class ServerEngine:
         for request in body["requests"]:
             prompt: dict[str, Any] = {"prompt_token_ids": [int(t) for t in request["prompt_token_ids"]]}
             images = [decode_image(i) for i in request.get("images") or []]
+            clips = [decode_clip(c) for c in request.get("videos") or []]
             if images:
                 prompt["multi_modal_data"] = {"image": images if len(images) > 1 else images[0]}
+            elif clips:
+                prompt.update(video_request(clips))
             prompts.append(prompt)
             params.append(SamplingParams(**{**sampling, "n": int(request.get("n", 1))}))
         with self.lock:
@@ -376,6 +418,13 @@ def _server_parser(prog: str, model_required: bool = True) -> argparse.ArgumentP
     p.add_argument("--min-pixels", type=int, default=None, help="pixel budget (default: the processor's)")
     p.add_argument("--max-pixels", type=int, default=None, help="pixel budget (default: the processor's)")
     p.add_argument("--max-images-per-prompt", type=int, default=1)
+    p.add_argument(
+        "--max-videos-per-prompt", type=int, default=0, help="> 0 for video datasets (the trainer's setting)"
+    )
+    p.add_argument("--video-max-frames", type=int, default=None, help="the trainer's (sizes max_model_len)")
+    p.add_argument(
+        "--video-max-frame-pixels", type=int, default=None, help="the trainer's (sizes max_model_len)"
+    )
     p.add_argument("--dtype", default=None, help="default: the checkpoint's on GPUs, float32 on CPU")
     p.add_argument(
         "--max-model-len", type=int, default=None, help="default: from the lengths below and the budget"
