@@ -119,15 +119,33 @@ def disk_errors_named(folder: str | os.PathLike, what: str) -> Iterator[None]:
 LAYOUT_FILE = "r1vision_layout.json"  # in each checkpoint folder: the layout that wrote it
 
 
+def needs_universal(checkpoint: str, now: dict) -> bool:
+    """Whether ``checkpoint`` is a ZeRO-1/2 checkpoint of another process count than ``now``'s, resumed under
+    ZeRO: DeepSpeed then loads it through its universal format (:func:`r1vision.trainer.checkpoint.
+    to_universal`)."""
+    try:
+        with open(os.path.join(checkpoint, LAYOUT_FILE)) as f:
+            then = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return bool(
+        then.get("zero_stage") in (1, 2)
+        and now.get("zero_stage")
+        and int(then.get("world_size", 1)) != int(now["world_size"])
+    )
+
+
 def layout_change_problem(checkpoint: str, now: dict) -> str | None:
     """Why resuming ``checkpoint`` with layout ``now`` (``world_size``, ``per_device_train_batch_size``,
     ``gradient_accumulation_steps``, ``zero_stage``, ``fsdp``) would not continue the same run, or None.
 
     The samplers draw global batches from the seed, and accelerate splits each global batch over the
     processes, so any process count with the same global batch continues the same data order; another
-    global batch does not (refused unless ``allow_layout_change``). ZeRO and FSDP checkpoints hold one
-    optimizer shard per process and resume on the same count only. A checkpoint without the file (written
-    before it existed) is judged by its per-process RNG files."""
+    global batch does not (refused unless ``allow_layout_change``). ZeRO checkpoints hold one optimizer
+    shard per process: ZeRO-1/2 ones resume on another count under ZeRO through DeepSpeed's universal
+    format (``needs_universal``); ZeRO-3 and FSDP ones on the same count only (DeepSpeed 0.19.8's universal
+    load of a ZeRO-3 checkpoint left step 3 1e-4 off the uninterrupted run, where ZeRO-2's matched to 1e-8). A checkpoint without the file
+    (written before it existed) is judged by its per-process RNG files."""
     try:
         with open(os.path.join(checkpoint, LAYOUT_FILE)) as f:
             then = json.load(f)
@@ -141,12 +159,17 @@ def layout_change_problem(checkpoint: str, now: dict) -> str | None:
             return None
         then = {"world_size": max(1, sum(n.startswith("rng_state_") for n in rng))}
     world, was = int(now.get("world_size", 1)), int(then.get("world_size", 1))
-    sharded = then.get("zero_stage") or then.get("fsdp")
-    if sharded and world != was:
-        kind = f"ZeRO-{then['zero_stage']}" if then.get("zero_stage") else "FSDP"
+    if (then.get("fsdp") or then.get("zero_stage") == 3) and world != was:
+        kind = "FSDP" if then.get("fsdp") else "ZeRO-3"
         return (
             f"{checkpoint} is a {kind} checkpoint of {was} processes (one optimizer shard each); resume it on "
             f"{was} processes (--num_processes {was}), not {world}"
+        )
+    if then.get("zero_stage") and world != was and not now.get("zero_stage"):
+        return (
+            f"{checkpoint} is a ZeRO-{then['zero_stage']} checkpoint of {was} processes (one optimizer shard "
+            f"each); resume it under DeepSpeed ZeRO (--zero {then['zero_stage']}), which converts it to "
+            f"{world} processes, or on {was} processes"
         )
     keys = ("per_device_train_batch_size", "gradient_accumulation_steps")
     if (

@@ -18,6 +18,7 @@ from r1vision.checkpoints import (
     LAYOUT_FILE,
     disk_errors_named,
     layout_change_problem,
+    needs_universal,
     newest_complete_checkpoint,
 )
 
@@ -66,7 +67,25 @@ class CheckpointRenameMixin:
             problem = layout_change_problem(resume_from_checkpoint, self._layout())
             if problem:
                 raise LayoutChangeError(problem)
+        if isinstance(resume_from_checkpoint, str) and needs_universal(
+            resume_from_checkpoint, self._layout()
+        ):
+            self._load_universal(resume_from_checkpoint)
         return super().train(resume_from_checkpoint, *args, **kwargs)  # type: ignore[misc]
+
+    def _load_universal(self, checkpoint: str) -> None:
+        """A ZeRO checkpoint of another process count: the main process converts its shards to DeepSpeed's
+        universal format (once, inside the folder), and this run's engine loads that format, which
+        DeepSpeed re-partitions over the processes it has."""
+        acc = self.accelerator  # type: ignore[attr-defined]
+        if acc.is_main_process:
+            to_universal(checkpoint)
+        acc.wait_for_everyone()
+        # the dict accelerate hands deepspeed.initialize when the trainer prepares the model
+        acc.state.deepspeed_plugin.deepspeed_config.setdefault("checkpoint", {})["load_universal"] = True
+        logger.warning(
+            "resuming %s on %d processes through its universal form", checkpoint, acc.num_processes
+        )
 
     def _layout(self) -> dict[str, Any]:
         """This run's layout as :func:`~r1vision.checkpoints.layout_change_problem` compares it."""
@@ -112,6 +131,35 @@ class CheckpointRenameMixin:
                 f"checkpoint {resume_from_checkpoint} does not match the model: missing {missing[:5]}, "
                 f"unexpected {result.unexpected_keys[:5]}"
             )
+
+
+def to_universal(checkpoint: str) -> str:
+    """Convert ``checkpoint``'s ZeRO shards (the tag in its ``latest``) to DeepSpeed's universal format in
+    ``<tag>_universal`` beside them, with ``latest_universal`` naming it; done once (``latest_universal`` is
+    written last, so a conversion cut short is redone). Returns the universal folder."""
+    import shutil
+    import subprocess
+    import sys
+
+    with open(os.path.join(checkpoint, "latest")) as f:
+        tag = f.read().strip()
+    out = os.path.join(checkpoint, f"{tag}_universal")
+    marker = os.path.join(checkpoint, "latest_universal")
+    if os.path.isfile(marker) and os.path.isdir(out):
+        return out
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [sys.executable, "-m", "deepspeed.checkpoint.ds_to_universal", "--input_folder",
+           os.path.join(checkpoint, tag), "--output_folder", out, "--num_extract_workers", "1",
+           "--num_merge_workers", "1", "--inject_missing_state"]  # fmt: skip
+    with disk_errors_named(checkpoint, "the universal form of a ZeRO checkpoint"):
+        done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0 or not os.path.isfile(marker):
+        raise RuntimeError(
+            f"converting {checkpoint} to DeepSpeed's universal format failed (exit {done.returncode}): "
+            f"{(done.stderr or done.stdout).strip().splitlines()[-1:] or ''}; resume it on the process count "
+            "that wrote it"
+        )
+    return out
 
 
 class LayoutChangeError(ValueError):
