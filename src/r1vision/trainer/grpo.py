@@ -83,7 +83,9 @@ class VisionGRPOTrainer(FinalOutputMixin, CheckpointRenameMixin, VisionSetupMixi
 
             max_images = getattr(args, "max_images_per_prompt", 1)
             max_videos = int(getattr(args, "max_videos_per_prompt", 1)) if video_dataset else 0
-            video_tokens = max_videos * max_video_tokens(self.video_budget) if max_videos else 0
+            # no video budget: not a Qwen-VL family, and the first video row is refused in one line
+            known = max_videos and self.video_budget is not None
+            video_tokens = max_videos * max_video_tokens(self.video_budget) if known else 0
             generation = vision_vllm_generation(
                 max_images,
                 per_rank_servers=getattr(args, "vllm_server_per_rank", False),
