@@ -67,8 +67,9 @@ class CheckpointRenameMixin:
             problem = layout_change_problem(resume_from_checkpoint, self._layout())
             if problem:
                 raise LayoutChangeError(problem)
+        allow = bool(getattr(self.args, "allow_layout_change", False))  # type: ignore[attr-defined]
         if isinstance(resume_from_checkpoint, str) and needs_universal(
-            resume_from_checkpoint, self._layout()
+            resume_from_checkpoint, self._layout(), allow_zero3=allow
         ):
             self._load_universal(resume_from_checkpoint)
         return super().train(resume_from_checkpoint, *args, **kwargs)  # type: ignore[misc]
