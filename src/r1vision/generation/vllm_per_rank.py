@@ -5,7 +5,8 @@ each training process sends its own prompts to the server on ``vllm_server_port 
 gather to rank 0) and pushes the parameters that can have changed to it over HTTP (every rank takes
 part in the ZeRO-3 gathers). Servers never sleep, so they keep the frozen weights they started with.
 At start-up the client checks that its server resizes images with the trainer's budget, takes enough
-images per prompt and holds a rollout's full length.
+images (and videos) per prompt and holds a rollout's full length. Clips travel as lossless PNG frames with
+their metadata (the trainer sampled and resized them; the server does neither).
 """
 
 from __future__ import annotations
