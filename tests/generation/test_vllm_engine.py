@@ -210,11 +210,11 @@ def _prompt_logprob_gap(gen, model, processor, row, clips) -> float:
     from vllm import SamplingParams
 
     from r1vision.generation.vllm_engine import collapse_placeholders, video_marks, video_request
+    from r1vision.vision.video import fill_video_parts
 
     ids = gen.prompt_ids(row, [], clips)
-    text = processor.apply_chat_template(
-        _with_video(row["prompt"], clips), add_generation_prompt=True, tokenize=False
-    )
+    prompt = fill_video_parts(row["prompt"], list(clips), "prompt")
+    text = processor.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
     enc = processor(text=[text + "left right up down"], videos=list(clips), return_tensors="pt")
     full = enc["input_ids"][0].tolist()
     assert full[: len(ids)] == ids
@@ -230,12 +230,6 @@ def _prompt_logprob_gap(gen, model, processor, row, clips) -> float:
         abs(float(logp[i - 1, full[i]]) - out.prompt_logprobs[i][full[i]].logprob)
         for i in range(1, len(full))
     )
-
-
-def _with_video(prompt, clips):
-    from r1vision.generation.hf import _with_video_parts
-
-    return _with_video_parts(prompt, list(clips))
 
 
 @pytest.mark.parametrize("family", ["qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"])

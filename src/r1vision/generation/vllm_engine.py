@@ -145,7 +145,7 @@ def video_item(clip: Any) -> tuple[Any, dict[str, Any]]:
     """
     import numpy as np
 
-    fps = float(clip.fps) if clip.fps else 2.0
+    fps = _source_fps(clip)
     metadata = {
         "fps": fps,
         "duration": clip.total_num_frames / fps,
@@ -166,11 +166,13 @@ def video_request_kwargs(clips: Sequence[Any]) -> dict[str, Any]:
     their processor reads the frames' rate from ``fps`` (Qwen2.5-VL's temporal positions:
     ``second_per_grid_ts = temporal_patch_size / fps``), which must be the rate the trainer's clip had.
     """
-    rates = []
-    for clip in clips:
-        fps = float(clip.fps) if clip.fps else 2.0
-        rates.append(len(clip.frames_indices) / max(int(clip.total_num_frames), 1) * fps)
+    rates = [len(c.frames_indices) / max(int(c.total_num_frames), 1) * _source_fps(c) for c in clips]
     return {"fps": rates[0] if len(rates) == 1 else rates}
+
+
+def _source_fps(clip: Any) -> float:
+    """The clip's source frame rate; 2.0 (the budget's default rate) for a clip built without one."""
+    return float(clip.fps) if clip.fps else 2.0
 
 
 def video_request(clips: Sequence[Any]) -> dict[str, Any]:
@@ -403,9 +405,9 @@ class VLLMGenerator:
     ) -> list[int]:
         """The trainer's expanded token IDs for ``row`` (the processor's chat template, image sizes and
         clips: one ``{"type": "video"}`` part per clip, as :func:`r1vision.generation.hf.generate` adds)."""
-        from r1vision.generation.hf import _with_video_parts
+        from r1vision.vision.video import fill_video_parts
 
-        prompt = _with_video_parts(row["prompt"], list(videos)) if videos else row["prompt"]
+        prompt = fill_video_parts(row["prompt"], list(videos), "prompt") if videos else row["prompt"]
         text = self.processor.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
         enc = self.processor(text=[text], images=images or None, videos=videos or None, return_tensors="pt")
         return enc["input_ids"][0].tolist()
