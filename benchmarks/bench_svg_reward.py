@@ -10,7 +10,10 @@ completions per figure (identical, labels wrong, jittered, boxes dropped, ... co
   scored* (valid/pixel/ssim/edge) in a worker. Rates are completions per second of wall time and per CPU
   second (trainer process + workers, from /proc), so "per core" does not depend on the machine's load.
 
-    PYTHONPATH=src python benchmarks/bench_svg_reward.py [--figures 8] [--group 8] [--size 512]
+    PYTHONPATH=src python benchmarks/bench_svg_reward.py [--figures 8] [--group 8] [--size 512] [--repeats 3]
+
+With ``--repeats K`` the baseline and every pool run K times, alternated; ratios are against the baseline's
+median.
 """
 
 from __future__ import annotations
@@ -199,6 +202,12 @@ def main() -> None:
     )
     parser.add_argument("--table-figures", type=int, default=12)
     parser.add_argument("--n", type=int, default=0, help="total completions (sets --figures = n / group)")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="alternate baseline and pools this many times (ratios of medians)",
+    )
     parser.add_argument("--json", action="store_true", help="print the results as JSON too")
     args = parser.parse_args()
     if args.n:
@@ -209,10 +218,15 @@ def main() -> None:
     with RenderPool(workers=1) as gt_pool:
         gt_images = [r.image for r in gt_pool.render_many([g[0] for g in gts], *zip(*sizes, strict=True))]
     n = sum(len(g) for g in groups)
-    base_wall, base_cpu = baseline(gt_images, groups)
-    rows = [("in-process CairoSVG + RGB SSIM (baseline)", base_wall, base_cpu, 1e3 / base_cpu, 0.0)]
-    for workers in [int(w) for w in args.workers.split(",") if w]:
-        rows.append((f"r1vision, pool of {workers}", *sandboxed(gt_images, groups, args.size, workers)))
+    rows, bases = [], []
+    for _ in range(max(1, args.repeats)):  # alternated, so that a change of load hits both sides alike
+        bases.append(baseline(gt_images, groups))
+        for workers in [int(w) for w in args.workers.split(",") if w]:
+            rows.append((f"r1vision, pool of {workers}", *sandboxed(gt_images, groups, args.size, workers)))
+    base_wall, base_cpu = (float(np.median([b[i] for b in bases])) for i in range(2))
+    rows.insert(0, ("in-process CairoSVG + RGB SSIM (baseline)", base_wall, base_cpu, 1e3 / base_cpu, 0.0))
+    if len(bases) > 1:
+        print("baseline runs (compl/s wall, per CPU-s):", ", ".join(f"{w:.1f}/{c:.1f}" for w, c in bases))
     print(
         f"{n} completions ({args.figures} figures x {args.group}), canvas {args.size}px, {os.cpu_count()} CPUs, "
         f"load {load:.1f} at start"
@@ -228,6 +242,11 @@ def main() -> None:
     ones = [r for r in rows if r[0].endswith("pool of 1")]
     one_wall = float(np.median([r[1] for r in ones])) if ones else 0.0
     one_cpu = float(np.median([r[2] for r in ones])) if ones else 0.0
+    if len(ones) > 1:
+        print(
+            f"pool of 1, median of {len(ones)}: {one_wall / base_wall:.2f}x wall, {one_cpu / base_cpu:.2f}x per CPU-s "
+            "of the baseline's median"
+        )
     ceilings: dict[int, float] = {}
     for name, wall, cpu, *_ in rows:
         if ones and "pool of" in name and not name.endswith("pool of 1"):

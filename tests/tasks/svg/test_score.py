@@ -218,3 +218,23 @@ def test_a_framed_correct_drawing_scores_far_above_noise(figures, weights):
         assert score_module.background_colour(rgb) == pytest.approx(np.full(3, 250 / 255))
         rgb[:3], rgb[-3:], rgb[:, :3], rgb[:, -3:] = 0, 0, 0, 0  # a frame: the canvas is the common colour
         assert score_module.background_colour(rgb) == pytest.approx(np.full(3, 250 / 255))
+
+
+@pytest.mark.parametrize("shape", [(512, 512), (300, 512), (512, 301), (19, 19), (5, 7), (1, 1)])
+def test_fast_filters_equal_scipys(shape):
+    """The hand-written blur and dilation (score.py's hot path) give scipy's ``gaussian_filter`` (reflect
+    border) within float32 rounding and ``maximum_filter`` exactly, small canvases included."""
+    from scipy import ndimage
+
+    rng = np.random.default_rng(sum(shape))
+    x = rng.random(shape).astype(np.float32)
+    x[rng.random(shape) < 0.8] = 0.0  # mostly empty, like ink
+    for sigma in (0.5, 2.0, 3.3):
+        fast = score_module._blur(x, sigma)
+        assert fast.dtype == np.float32
+        np.testing.assert_allclose(fast, ndimage.gaussian_filter(x, sigma), rtol=0, atol=5e-7)
+    for density in (0.002, 0.05, 0.5):
+        mask = rng.random(shape) < density
+        for radius in (0, 1, 3, 5):
+            expected = mask if radius == 0 else ndimage.maximum_filter(mask, size=2 * radius + 1)
+            assert np.array_equal(score_module._dilate(mask, radius), expected), (density, radius)

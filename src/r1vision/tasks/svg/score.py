@@ -128,9 +128,51 @@ def _edges(ink: np.ndarray, threshold: float) -> np.ndarray:
 
 
 def _dilate(mask: np.ndarray, radius: int) -> np.ndarray:
+    """``mask`` dilated by a ``(2 radius + 1)`` square: shifted ORs along each axis, the same result as
+    ``ndimage.maximum_filter`` at a sixth of its time on a 512 px page."""
     if radius <= 0:
         return mask
-    return ndimage.maximum_filter(mask.view(np.uint8), size=2 * radius + 1).view(bool)
+    out = mask.copy()
+    for k in range(1, min(radius, out.shape[0] - 1) + 1):
+        out[k:] |= mask[:-k]
+        out[:-k] |= mask[k:]
+    rows = out.copy()
+    for k in range(1, min(radius, out.shape[1] - 1) + 1):
+        out[:, k:] |= rows[:, :-k]
+        out[:, :-k] |= rows[:, k:]
+    return out
+
+
+def _blur(x: np.ndarray, sigma: float) -> np.ndarray:
+    """``ndimage.gaussian_filter(x, sigma)`` of a float32 image (same kernel, radius ``4 sigma``, same
+    ``reflect`` border), as sums of mirrored pairs of rows, then of columns, in float32: ~2.5x faster than
+    scipy's per-line float64 loop at 512 px, equal to it within ~1e-7."""
+    r = int(4.0 * float(sigma) + 0.5)
+    h, w = x.shape
+    if r < 1 or min(h, w) <= 2 * r + 1:  # a tiny canvas: scipy's loop is cheap and handles any border
+        return ndimage.gaussian_filter(x, sigma)
+    k = np.exp(-0.5 * (np.arange(r + 1) / float(sigma)) ** 2)
+    k = (k / (2 * k.sum() - k[0])).astype(np.float32)
+    padded = np.empty((h + 2 * r, w), np.float32)
+    padded[r : r + h] = x
+    padded[:r] = x[r - 1 :: -1]  # reflect: d c b a | a b c d
+    padded[r + h :] = x[: h - r - 1 : -1]
+    rows = x * k[0]
+    tmp = np.empty_like(rows)
+    for i in range(1, r + 1):
+        np.add(padded[r + i : r + i + h], padded[r - i : r - i + h], out=tmp)
+        tmp *= k[i]
+        rows += tmp
+    padded = np.empty((h, w + 2 * r), np.float32)
+    padded[:, r : r + w] = rows
+    padded[:, :r] = rows[:, r - 1 :: -1]
+    padded[:, r + w :] = rows[:, : w - r - 1 : -1]
+    out = rows * k[0]
+    for i in range(1, r + 1):
+        np.add(padded[:, r + i : r + i + w], padded[:, r - i : r - i + w], out=tmp)
+        tmp *= k[i]
+        out += tmp
+    return out
 
 
 def _moments(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -162,7 +204,7 @@ def prepare(gt: np.ndarray, config: dict | RewardConfig | None = None) -> Prepar
     cfg = _fields(config)
     background = background_colour(gt)
     ink = _ink(gt, background)
-    blurred = ndimage.gaussian_filter(ink, cfg["blur_sigma"])
+    blurred = _blur(ink, cfg["blur_sigma"])
     small = np.ascontiguousarray(blurred[::2, ::2])
     mean, var = _moments(small)
     edges = _edges(ink, cfg["edge_threshold"])
@@ -252,7 +294,7 @@ def score(gt: Prepared, pred: np.ndarray, config: dict | RewardConfig | None = N
         raise ValueError(f"prediction {pred.shape[:2]} and ground truth {gt.shape} differ in size")
     # The prediction's ink is measured from its own canvas colour: an empty page of any colour has none.
     ink = _ink(pred, background_colour(pred))
-    blurred = ndimage.gaussian_filter(ink, cfg["blur_sigma"])
+    blurred = _blur(ink, cfg["blur_sigma"])
     radius = _radius(gt.shape, cfg)
     dy, dx = register(gt, blurred, radius)
     if dy or dx:

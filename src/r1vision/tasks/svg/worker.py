@@ -88,13 +88,25 @@ def _limit_worker(memory_mb: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
-def _render_in_worker(text: str, width: int, height: int, limits: SanitizeLimits) -> tuple[dict, bytes]:
+def _rgb_of(bgra: np.ndarray) -> np.ndarray:
+    """RGB ``uint8`` of cairo's ARGB32 pixels (BGRA in memory, little endian), one channel at a time: a
+    single reversed-channel copy (``bgra[..., 2::-1]``) takes ~5x as long at 512 px."""
+    rgb = np.empty((*bgra.shape[:2], 3), np.uint8)
+    rgb[..., 0] = bgra[..., 2]
+    rgb[..., 1] = bgra[..., 1]
+    rgb[..., 2] = bgra[..., 0]
+    return rgb
+
+
+def _render_in_worker(
+    text: str, width: int, height: int, limits: SanitizeLimits
+) -> tuple[dict, np.ndarray | None]:
     from cairosvg.parser import Tree
     from cairosvg.surface import PNGSurface
 
     checked = sanitize(text, limits)
     if not checked.ok:
-        return {"reason": checked.reason, "detail": checked.detail}, b""
+        return {"reason": checked.reason, "detail": checked.detail}, None
     try:
         tree = Tree(
             bytestring=checked.svg.encode("utf-8", "replace"), unsafe=False, url_fetcher=_refuse_non_data
@@ -107,19 +119,18 @@ def _render_in_worker(text: str, width: int, height: int, limits: SanitizeLimits
         bgra = (
             np.frombuffer(surface.cairo.get_data(), np.uint8).reshape(h, stride)[:, : w * 4].reshape(h, w, 4)
         )
-        rgb = np.ascontiguousarray(bgra[..., 2::-1])  # cairo ARGB32 is BGRA in memory (little endian)
-        if rgb.shape != (height, width, 3):
-            return {"reason": RENDER_ERROR, "detail": f"surface is {w}x{h}"}, b""
-        return {"reason": None}, rgb.tobytes()
+        if (h, w) != (height, width):
+            return {"reason": RENDER_ERROR, "detail": f"surface is {w}x{h}"}, None
+        return {"reason": None}, _rgb_of(bgra)
     except MemoryError:
-        return {"reason": MEMORY, "detail": "MemoryError", "retire": True}, b""
+        return {"reason": MEMORY, "detail": "MemoryError", "retire": True}, None
     except RecursionError:
-        return {"reason": TOO_LARGE, "detail": "recursion limit"}, b""
+        return {"reason": TOO_LARGE, "detail": "recursion limit"}, None
     except Exception as exc:
         detail = f"{type(exc).__name__}: {str(exc)[:160]}"
         if "NO_MEMORY" in detail or "memory" in detail.lower():
-            return {"reason": MEMORY, "detail": detail, "retire": True}, b""
-        return {"reason": RENDER_ERROR, "detail": detail}, b""
+            return {"reason": MEMORY, "detail": detail, "retire": True}, None
+        return {"reason": RENDER_ERROR, "detail": detail}, None
 
 
 class _GroundTruths:
@@ -152,15 +163,16 @@ def _handle(request: dict, body: bytes, limits: SanitizeLimits, gts: _GroundTrut
         entry = gts.get(request, body[:gt_len], config)
         if entry is None:
             return {"reason": NEED_GT}, b""
-    reply, pixels = _render_in_worker(body[gt_len:].decode("utf-8", "replace"), w, h, limits)
-    if config is None or reply.get("reason"):
-        return reply, pixels
-    pred = np.frombuffer(pixels, np.uint8).reshape(h, w, 3)
+    reply, pred = _render_in_worker(body[gt_len:].decode("utf-8", "replace"), w, h, limits)
+    if pred is None:
+        return reply, b""
+    if config is None:
+        return reply, pred.tobytes()
     scores = score(entry[1], pred, config)
     if request.get("extras"):
         scores |= evaluation_metrics(entry[0], pred)
     reply["scores"] = scores
-    return reply, pixels if request.get("image") else b""
+    return reply, pred.tobytes() if request.get("image") else b""
 
 
 def _worker_main() -> None:
