@@ -16,9 +16,9 @@ are 1,024-4,096 tokens, ``--max_completion_length 16`` (a random 151k-vocabulary
 takes both from the run's saved settings. Training rows: one generation round per recipe (1 prompt; 128
 for the MAYE geometry recipe, which draws 128 single-response prompts per round).
 
-Runtime (measured, /usr/bin/time over the module): 335 s of CPU (user 199 + sys 136, all processes) and
-8:57 wall on the shared 2-core machine at load 4-8; the chains run in two worker processes, one per
-core, so a quiet 2-core machine needs ~3-4 min. The geometry chain is the largest part (128 rollouts).
+Runtime: 7:33 for the module on a quiet 2-core machine (2026-11-29; the chains run in two worker processes,
+one per core, then one fresh interpreter stock-loads every saved folder: one per folder cost ~2 min more).
+The geometry chain is the largest part (128 rollouts).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.paths import ROOT
-from tests.helpers.stock import stock_load
+from tests.helpers.stock import stock_load_many
 
 pytestmark = pytest.mark.slow  # the whole recipe chain: minutes
 
@@ -183,7 +183,21 @@ def acceptance(tmp_path_factory):
         assert path.exists(), f"worker {k} wrote no results:\n{tail}"
         for r in json.loads(path.read_text()):
             results.setdefault(r["chain"], []).append(r)
-    return work, results
+    # Every saved training folder through stock transformers, in one fresh interpreter for all of them (one
+    # per folder cost ~10 s of start-up each).
+    saved = [_saved(work / n / stage) for n, steps in results.items() if all(s["rc"] == 0 for s in steps)
+             for stage in _stages(n)]  # fmt: skip
+    return work, results, stock_load_many(saved)
+
+
+def _stages(name: str) -> list[str]:
+    """The run folder names of a chain's training stages (``0-sft``, ``1-grpo``, ...)."""
+    return [f"{i}-{'sft' if 'sft' in recipe else 'grpo'}" for i, recipe in enumerate(CHAINS[name][0])]
+
+
+def _saved(run: Path) -> Path:
+    """The folder a user loads: the merged model of a LoRA run, else the run folder."""
+    return run / "merged" if (run / "adapter_config.json").exists() else run
 
 
 def _weights(folder: Path) -> dict:
@@ -199,7 +213,7 @@ def _metrics(run: Path) -> list[dict]:
 
 @pytest.mark.parametrize("name", list(CHAINS))
 def test_recipe_chain(acceptance, name):
-    work, results = acceptance
+    work, results, loaded = acceptance
     steps = results.get(name, [])
     failed = [s for s in steps if s["rc"] != 0]
     assert not failed, (
@@ -208,14 +222,14 @@ def test_recipe_chain(acceptance, name):
     recipes, spec, task, _ = CHAINS[name]
     assert len(steps) == len(recipes) + 2  # training stage(s), infer, eval
     base = Path(_model(spec))
-    for i, recipe in enumerate(recipes):
-        kind = "sft" if "sft" in recipe else "grpo"
-        run = work / name / f"{i}-{kind}"
+    for recipe, stage in zip(recipes, _stages(name), strict=True):
+        kind = stage.split("-", 1)[1]
+        run = work / name / stage
         rows = _metrics(run)
         steps, every = _max_steps(recipe), int(_recipe(recipe).get("logging_steps", 10))
         logged = sorted({s for s in range(1, steps + 1) if s % every == 0} | {steps})  # + the final summary
         assert [int(r["step"]) for r in rows] == logged, rows  # one row per logged step, none lost or doubled
-        saved = run / "merged" if (run / "adapter_config.json").exists() else run
+        saved = _saved(run)
         before, after = _weights(base), _weights(saved)
         assert before.keys() == after.keys()
         changed = any(not before[k].float().equal(after[k].float()) for k in before)
@@ -226,7 +240,7 @@ def test_recipe_chain(acceptance, name):
             float(r.get("grad_norm") or 0) != 0 and float(r.get("learning_rate") or 0) != 0 for r in rows
         )
         assert changed == moved, (name, recipe, rows)
-        found = stock_load(saved)
+        found = loaded[str(saved)]
         assert found["model"].endswith("ForConditionalGeneration")
         assert found["names"] and all(n and "ImageOnly" not in n for n in found["names"]), found
         # stock Qwen-VL processors (with torchvision, or in vLLM) build a video processor from this file: every
@@ -248,7 +262,7 @@ def test_recipe_chain(acceptance, name):
 def test_a_grpo_recipe_moves_the_weights(acceptance):
     """At least one GRPO recipe gets reward spread on a random model and really updates: geometry's
     ``no_eos`` reward differs between completions that stop and ones that run to the limit."""
-    work, results = acceptance
+    work, results, _ = acceptance
     run = work / "geometry_grpo-qwen2_5_vl" / "0-grpo"
     assert all(s["rc"] == 0 for s in results["geometry_grpo-qwen2_5_vl"])
     rows = _metrics(run)
