@@ -99,6 +99,10 @@ def sandboxed(gt_images, groups, size: int, workers: int) -> tuple[float, float,
     pool = RenderPool(workers=workers).start()
     pool.render_many(['<svg xmlns="http://www.w3.org/2000/svg" width="4" height="4"/>'] * workers, 4, 4)
     startup = time.perf_counter() - start
+    # Warm the workers as a training run's long-lived pool is (fonts loaded, allocator grown; the baseline's
+    # process is warm too): figures of another seed, at the timed size, not scored.
+    warm = [svg for svg, _, _ in make_batch(2 * workers, 1, seed=1)[0]]
+    pool.render_many(warm, size, size)
     try:
         scorer = SVGScorer(RewardConfig(size=size), pool)
         completions = [c for group in groups for c in group]
