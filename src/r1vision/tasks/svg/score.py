@@ -148,28 +148,31 @@ def _blur(x: np.ndarray, sigma: float) -> np.ndarray:
     ``reflect`` border), as sums of mirrored pairs of rows, then of columns, in float32: ~2.5x faster than
     scipy's per-line float64 loop at 512 px, equal to it within ~1e-7."""
     r = int(4.0 * float(sigma) + 0.5)
-    h, w = x.shape
-    if r < 1 or min(h, w) <= 2 * r + 1:  # a tiny canvas: scipy's loop is cheap and handles any border
+    if r < 1 or min(x.shape) <= 2 * r + 1:  # a tiny canvas: scipy's loop is cheap and handles any border
         return ndimage.gaussian_filter(x, sigma)
     k = np.exp(-0.5 * (np.arange(r + 1) / float(sigma)) ** 2)
     k = (k / (2 * k.sum() - k[0])).astype(np.float32)
-    padded = np.empty((h + 2 * r, w), np.float32)
-    padded[r : r + h] = x
-    padded[:r] = x[r - 1 :: -1]  # reflect: d c b a | a b c d
-    padded[r + h :] = x[: h - r - 1 : -1]
-    rows = x * k[0]
-    tmp = np.empty_like(rows)
+    return _mirror_sums(_mirror_sums(x, k, axis=0), k, axis=1)
+
+
+def _mirror_sums(x: np.ndarray, k: np.ndarray, axis: int) -> np.ndarray:
+    """The symmetric filter ``k`` (centre tap first) along ``axis`` of a 2-D float32 array, reflect border
+    (``d c b a | a b c d``); the arrays stay C-ordered, so every sum streams through memory."""
+    r, n = len(k) - 1, x.shape[axis]
+
+    def along(lo: int, hi: int) -> tuple[slice, ...]:
+        return (slice(lo, hi), slice(None)) if axis == 0 else (slice(None), slice(lo, hi))
+
+    shape = list(x.shape)
+    shape[axis] += 2 * r
+    padded = np.empty(shape, np.float32)
+    padded[along(r, r + n)] = x
+    padded[along(0, r)] = np.flip(x[along(0, r)], axis)
+    padded[along(r + n, n + 2 * r)] = np.flip(x[along(n - r, n)], axis)
+    out = x * k[0]
+    tmp = np.empty_like(out)
     for i in range(1, r + 1):
-        np.add(padded[r + i : r + i + h], padded[r - i : r - i + h], out=tmp)
-        tmp *= k[i]
-        rows += tmp
-    padded = np.empty((h, w + 2 * r), np.float32)
-    padded[:, r : r + w] = rows
-    padded[:, :r] = rows[:, r - 1 :: -1]
-    padded[:, r + w :] = rows[:, : w - r - 1 : -1]
-    out = rows * k[0]
-    for i in range(1, r + 1):
-        np.add(padded[:, r + i : r + i + w], padded[:, r - i : r - i + w], out=tmp)
+        np.add(padded[along(r + i, r + i + n)], padded[along(r - i, r - i + n)], out=tmp)
         tmp *= k[i]
         out += tmp
     return out
