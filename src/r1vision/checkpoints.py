@@ -119,17 +119,17 @@ def disk_errors_named(folder: str | os.PathLike, what: str) -> Iterator[None]:
 LAYOUT_FILE = "r1vision_layout.json"  # in each checkpoint folder: the layout that wrote it
 
 
-def needs_universal(checkpoint: str, now: dict, allow_zero3: bool = False) -> bool:
-    """Whether ``checkpoint`` is a ZeRO-1/2 checkpoint (ZeRO-3 too with ``allow_zero3``: the user's
-    ``--allow_layout_change``) of another process count than ``now``'s, resumed under ZeRO: DeepSpeed then
-    loads it through its universal format (:func:`r1vision.trainer.checkpoint.to_universal`)."""
+def needs_universal(checkpoint: str, now: dict) -> bool:
+    """Whether ``checkpoint`` is a ZeRO checkpoint of another process count than ``now``'s, resumed under
+    ZeRO: DeepSpeed then loads it through its universal format
+    (:func:`r1vision.trainer.checkpoint.to_universal`)."""
     try:
         with open(os.path.join(checkpoint, LAYOUT_FILE)) as f:
             then = json.load(f)
     except (OSError, ValueError):
         return False
     return bool(
-        then.get("zero_stage") in ((1, 2, 3) if allow_zero3 else (1, 2))
+        then.get("zero_stage") in (1, 2, 3)
         and now.get("zero_stage")
         and int(then.get("world_size", 1)) != int(now["world_size"])
     )
@@ -142,10 +142,8 @@ def layout_change_problem(checkpoint: str, now: dict) -> str | None:
     The samplers draw global batches from the seed, and accelerate splits each global batch over the
     processes, so any process count with the same global batch continues the same data order; another
     global batch does not (refused unless ``allow_layout_change``). ZeRO checkpoints hold one optimizer
-    shard per process: ZeRO-1/2 ones resume on another count under ZeRO through DeepSpeed's universal
-    format (``needs_universal``); ZeRO-3 ones only with ``allow_layout_change`` (DeepSpeed 0.19.8's
-    universal load of a ZeRO-3 checkpoint left step 3 1e-4 off the uninterrupted run, where ZeRO-2's
-    matched to 1e-8); FSDP ones on the same count only. A checkpoint without the file
+    shard per process: they resume on another count under ZeRO through DeepSpeed's universal format
+    (``needs_universal``); FSDP ones on the same count only. A checkpoint without the file
     (written before it existed) is judged by its per-process RNG files."""
     try:
         with open(os.path.join(checkpoint, LAYOUT_FILE)) as f:
@@ -164,12 +162,6 @@ def layout_change_problem(checkpoint: str, now: dict) -> str | None:
         return (
             f"{checkpoint} is an FSDP checkpoint of {was} processes (one optimizer shard each); resume it on "
             f"{was} processes (--num_processes {was}), not {world}"
-        )
-    if then.get("zero_stage") == 3 and world != was and now.get("zero_stage"):
-        return (
-            f"{checkpoint} is a ZeRO-3 checkpoint of {was} processes (one optimizer shard each); resume it on "
-            f"{was} processes (--num_processes {was}), or pass --allow_layout_change true to re-partition it "
-            f"for {world} through DeepSpeed's universal form (not exact: 1e-4 off after one step, measured)"
         )
     if then.get("zero_stage") and world != was and not now.get("zero_stage"):
         return (

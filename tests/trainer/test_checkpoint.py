@@ -134,3 +134,51 @@ def test_a_full_disk_during_a_save_is_named_as_such(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="not about disks"):  # other errors pass through unchanged
         with disk_errors_named(folder, "a checkpoint"):
             raise ValueError("not about disks")
+
+
+def test_the_zero3_universal_mend_gives_each_group_its_step_and_hyperparameters(tmp_path):
+    """DeepSpeed's ZeRO-3 universal load hands every sub-group one shared ``step`` tensor and group 0's
+    hyperparameters (its slip, reproduced here on a torch AdamW); the mend restores one step per state and
+    each group's saved settings, so the next step matches an optimizer that never went through the load."""
+    import torch
+
+    from r1vision.trainer.checkpoint import mend_zero3_universal_load
+
+    def adamw() -> tuple[torch.optim.AdamW, list[torch.Tensor]]:
+        torch.manual_seed(0)
+        params = [torch.nn.Parameter(torch.randn(8)), torch.nn.Parameter(torch.randn(4))]
+        groups = [{"params": [params[0]], "weight_decay": 0.1}, {"params": [params[1]], "weight_decay": 0.0}]
+        opt = torch.optim.AdamW(groups, lr=1e-2)
+        for _ in range(2):
+            opt.zero_grad()
+            sum((p * p).sum() for p in params).backward()
+            opt.step()
+        return opt, params
+
+    want_opt, want = adamw()
+    got_opt, got = adamw()
+    saved = [{k: v for k, v in g.items() if k != "params"} for g in got_opt.param_groups]
+    shared = got_opt.state[got[0]]["step"]  # the slip: one step tensor, group 0's settings everywhere
+    got_opt.state[got[1]]["step"] = shared
+    got_opt.param_groups[1]["weight_decay"] = 0.1
+    (tmp_path / "latest_universal").write_text("global_step2_universal")
+    (tmp_path / "global_step2_universal" / "zero").mkdir(parents=True)
+    torch.save(
+        {"optimizer_state_dict": {"param_groups": saved}},
+        tmp_path / "global_step2_universal" / "zero" / "optimizer_state.pt",
+    )
+
+    class Zero:  # DeepSpeed's ZeRO optimizer wraps the torch one as ``.optimizer``
+        optimizer = got_opt
+
+    assert mend_zero3_universal_load(Zero(), str(tmp_path)) == {
+        "steps_unshared": 1,
+        "hyperparameters_restored": 1,
+    }
+    for opt, params in ((want_opt, want), (got_opt, got)):
+        opt.zero_grad()
+        sum((p * p).sum() for p in params).backward()
+        opt.step()
+    assert [float(got_opt.state[p]["step"]) for p in got] == [3.0, 3.0]
+    for a, b in zip(want, got, strict=True):
+        assert torch.equal(a, b)

@@ -67,9 +67,8 @@ class CheckpointRenameMixin:
             problem = layout_change_problem(resume_from_checkpoint, self._layout())
             if problem:
                 raise LayoutChangeError(problem)
-        allow = bool(getattr(self.args, "allow_layout_change", False))  # type: ignore[attr-defined]
         if isinstance(resume_from_checkpoint, str) and needs_universal(
-            resume_from_checkpoint, self._layout(), allow_zero3=allow
+            resume_from_checkpoint, self._layout()
         ):
             self._load_universal(resume_from_checkpoint)
         return super().train(resume_from_checkpoint, *args, **kwargs)  # type: ignore[misc]
@@ -84,9 +83,24 @@ class CheckpointRenameMixin:
         acc.wait_for_everyone()
         # the dict accelerate hands deepspeed.initialize when the trainer prepares the model
         acc.state.deepspeed_plugin.deepspeed_config.setdefault("checkpoint", {})["load_universal"] = True
+        self._universal_checkpoint = checkpoint
         logger.warning(
             "resuming %s on %d processes through its universal form", checkpoint, acc.num_processes
         )
+
+    def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
+        # Trainer calls this right after DeepSpeed loaded the checkpoint: mend what its ZeRO-3 universal
+        # load gets wrong before the first step uses it.
+        super()._load_optimizer_and_scheduler(checkpoint)  # type: ignore[misc]
+        from r1vision.trainer.distributed import zero_stage
+
+        if (
+            checkpoint
+            and checkpoint == getattr(self, "_universal_checkpoint", None)
+            and zero_stage(self) == 3
+        ):
+            mended = mend_zero3_universal_load(self.model_wrapped.optimizer, checkpoint)  # type: ignore[attr-defined]
+            logger.info("ZeRO-3 universal load mended: %s", mended)
 
     def _layout(self) -> dict[str, Any]:
         """This run's layout as :func:`~r1vision.checkpoints.layout_change_problem` compares it."""
@@ -161,6 +175,42 @@ def to_universal(checkpoint: str) -> str:
             "that wrote it"
         )
     return out
+
+
+def mend_zero3_universal_load(zero_optimizer: Any, checkpoint: str) -> dict[str, int]:
+    """Undo two slips of DeepSpeed's ZeRO-3 universal load (0.19.8,
+    ``load_hp_checkpoint_state_from_checkpoint_dir_stage3``) in the wrapped torch optimizer:
+
+    - every sub-group's state gets the *same* ``step`` tensor, which the optimizer then increments in place
+      once per sub-group per step: with Trainer's two groups (decay / no decay) Adam's bias correction runs
+      at twice the step count (the no-decay group was ~9 % off one step's update after a resume);
+    - every param group gets group 0's hyperparameters, so the no-decay group (biases, norms) decays too.
+
+    Each state gets its own step, and each group its saved hyperparameters (the universal folder's
+    ``zero/optimizer_state.pt``). Returns how many steps and groups were restored."""
+    import torch
+
+    inner = getattr(zero_optimizer, "optimizer", zero_optimizer)  # the torch optimizer DeepSpeed steps
+    seen: set[int] = set()
+    steps = 0
+    for state in inner.state.values():
+        step = state.get("step")
+        if torch.is_tensor(step):
+            if id(step) in seen:
+                state["step"] = step.clone()
+                steps += 1
+            seen.add(id(step))
+    with open(os.path.join(checkpoint, "latest_universal")) as f:
+        folder = os.path.join(checkpoint, f.read().strip(), "zero", "optimizer_state.pt")
+    saved = torch.load(folder, map_location="cpu", weights_only=False)["optimizer_state_dict"]["param_groups"]
+    groups = 0
+    if len(saved) == len(inner.param_groups):  # the same model and grouping; otherwise leave DeepSpeed's
+        for group, hyper in zip(inner.param_groups, saved, strict=True):
+            for key, value in hyper.items():
+                if key != "params" and group.get(key) != value:
+                    group[key] = value
+                    groups += 1
+    return {"steps_unshared": steps, "hyperparameters_restored": groups}
 
 
 class LayoutChangeError(ValueError):
