@@ -143,7 +143,8 @@ def layout_change_problem(checkpoint: str, now: dict) -> str | None:
     processes, so any process count with the same global batch continues the same data order; another
     global batch does not (refused unless ``allow_layout_change``). ZeRO checkpoints hold one optimizer
     shard per process: they resume on another count under ZeRO through DeepSpeed's universal format
-    (``needs_universal``); FSDP ones on the same count only. A checkpoint without the file
+    (``needs_universal``); FSDP ones under FSDP on any count (torch's distributed checkpoint re-shards them
+    at load). A checkpoint without the file
     (written before it existed) is judged by its per-process RNG files."""
     try:
         with open(os.path.join(checkpoint, LAYOUT_FILE)) as f:
@@ -158,10 +159,10 @@ def layout_change_problem(checkpoint: str, now: dict) -> str | None:
             return None
         then = {"world_size": max(1, sum(n.startswith("rng_state_") for n in rng))}
     world, was = int(now.get("world_size", 1)), int(then.get("world_size", 1))
-    if then.get("fsdp") and world != was:
+    if then.get("fsdp") and not now.get("fsdp"):
         return (
-            f"{checkpoint} is an FSDP checkpoint of {was} processes (one optimizer shard each); resume it on "
-            f"{was} processes (--num_processes {was}), not {world}"
+            f"{checkpoint} is an FSDP checkpoint of {was} processes (sharded: one file per process); resume it "
+            f"under FSDP (--accelerate_config fsdp2), which re-shards it for {world}"
         )
     if then.get("zero_stage") and world != was and not now.get("zero_stage"):
         return (

@@ -382,13 +382,19 @@ def _same_weights(a: Path, b: Path, atol: float = 1e-5) -> None:
 @pytest.mark.slow
 def test_fsdp2_sft_equals_ddp_and_resumes_from_its_sharded_checkpoint(setup):
     """FSDP2 shards every parameter over the two ranks and trains exactly as DDP does; its checkpoints are
-    sharded (one file per rank), resuming from one reproduces the run, and the final save is one whole model
+    sharded (one file per rank), resuming from one reproduces the run on 2 processes and on 3 (same global
+    batch of 6: torch's distributed checkpoint re-shards at load), and the final save is one whole model
     that from_pretrained loads."""
     from transformers import AutoModelForImageTextToText
 
     root, model = setup
     ddp, fsdp, resumed = root / "f_sft_ddp", root / "f_sft_fsdp", root / "f_sft_resumed"
-    args = lambda out, *extra: _sft_args(model, root / "data", out, "--max_steps", "3", *extra)  # noqa: E731
+
+    def args(out: Path, *extra: str, per_device: int = 3) -> list[str]:
+        a = _sft_args(model, root / "data", out, "--max_steps", "3", "--weight_decay", "0.1", *extra)
+        a[a.index("--per_device_train_batch_size") + 1] = str(per_device)
+        return a
+
     _run(launch_command("ddp", 2, args(ddp, "--save_strategy", "no")), root)
     _run(
         launch_command("fsdp2", 2, args(fsdp, "--save_strategy", "steps", "--save_steps", "1")),
@@ -421,6 +427,14 @@ def test_fsdp2_sft_equals_ddp_and_resumes_from_its_sharded_checkpoint(setup):
     _run(launch_command("fsdp2", 2, resume), root, **_CPU_FSDP)
     assert _steps(resumed)[-1] == "3"
     _same_weights(fsdp / "model.safetensors", resumed / "model.safetensors", atol=1e-6)
+
+    on_three = root / "f_sft_on_three"  # 2 -> 3 processes, 3 x 2: the checkpoint re-sharded at load
+    ckpt = str(fsdp / "checkpoint-2")
+    resume = args(on_three, "--save_strategy", "no", "--resume_from_checkpoint", ckpt, per_device=2)
+    _run(launch_command("fsdp2", 3, resume), root, **_CPU_FSDP)
+    assert _layout(on_three)["world_size"] == 3
+    _same_weights(fsdp / "model.safetensors", on_three / "model.safetensors", atol=1e-6)
+    assert read_samples(on_three) == {3: read_samples(fsdp)[3]}  # step 3 on the same rows
 
 
 @pytest.mark.slow
@@ -543,9 +557,10 @@ def test_a_checkpoint_resumes_on_another_process_count_with_the_same_global_batc
     assert _steps(root / "lay_other")[-1] == "4"
 
 
-def test_a_sharded_checkpoint_resumes_elsewhere_only_when_deepspeed_can_repartition_it(tmp_path):
-    """ZeRO-1/2/3 checkpoints resume on another count under ZeRO (DeepSpeed's universal form); FSDP, or a
-    ZeRO checkpoint resumed without ZeRO, are refused in one line."""
+def test_a_sharded_checkpoint_resumes_elsewhere_only_under_its_own_sharding(tmp_path):
+    """ZeRO-1/2/3 checkpoints resume on another count under ZeRO (DeepSpeed's universal form), FSDP ones
+    under FSDP (torch's distributed checkpoint re-shards); either resumed without its sharding is refused in
+    one line."""
     from r1vision.checkpoints import layout_change_problem, needs_universal
 
     ckpt = tmp_path / "checkpoint-2"
@@ -567,7 +582,13 @@ def test_a_sharded_checkpoint_resumes_elsewhere_only_when_deepspeed_can_repartit
     assert layout_change_problem(str(ckpt), {**now, "zero_stage": 3}) is None
     assert needs_universal(str(ckpt), {**now, "zero_stage": 3})
     (ckpt / "r1vision_layout.json").write_text(json.dumps({**then, "zero_stage": 0, "fsdp": True}))
-    assert "FSDP checkpoint of 2 processes" in layout_change_problem(str(ckpt), now)
+    problem = layout_change_problem(str(ckpt), now)
+    assert "FSDP checkpoint of 2 processes" in problem and "under FSDP (--accelerate_config fsdp2)" in problem
+    assert "FSDP checkpoint" in layout_change_problem(
+        str(ckpt), {**now, "world_size": 2, "per_device_train_batch_size": 2}
+    )
+    assert layout_change_problem(str(ckpt), {**now, "fsdp": True}) is None
+    assert not needs_universal(str(ckpt), {**now, "fsdp": True})
     (ckpt / "r1vision_layout.json").write_text(json.dumps({**then, "zero_stage": 0, "fsdp": False}))
     assert layout_change_problem(str(ckpt), now) is None  # DDP: same global batch on one process
     assert "global batch of 4" in layout_change_problem(str(ckpt), {**now, "gradient_accumulation_steps": 2})
