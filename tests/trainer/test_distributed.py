@@ -288,6 +288,37 @@ def test_zero3_sft_resume_matches_uninterrupted_run(setup):
 
 
 @pytest.mark.slow
+def test_zero3_lora_run_ends_with_its_merged_model_and_resumes_on_one_process(setup, tmp_path):
+    """LoRA under ZeRO-3 on 2 gloo ranks (the 24 GB path): the run ends (the end-of-run merge built the base
+    model partitioned on the main process alone and hung there for ever) with a merged folder equal to a
+    stand-alone merge of its adapter, and its checkpoint resumes on ONE process to the uninterrupted run's
+    adapter (LoRA dropout off: a different process count does not restore the per-process RNG streams that
+    dropout draws from)."""
+    from r1vision.trainer.merge import merge_adapter
+
+    root, model = setup
+    cfg = root / "zero3_tiny.json"
+    lora = ("--use_peft", "true", "--lora_r", "4", "--lora_dropout", "0", "--weight_decay", "0.1")
+
+    def args(out: Path, per_device: int, *extra: str) -> list[str]:
+        a = _sft_args(model, root / "data", out, "--max_steps", "3", *lora, *extra)
+        a[a.index("--per_device_train_batch_size") + 1] = str(per_device)
+        return a
+
+    full, one = root / "z3_lora_full", root / "z3_lora_on_one"
+    cmd = args(full, 2, "--save_strategy", "steps", "--save_steps", "2")
+    _run(launch_command("zero3", 2, cmd, deepspeed_config=cfg), root, timeout=600)  # a hang: fail in minutes
+    alone = merge_adapter(full, tmp_path / "alone")  # in this process: no DeepSpeed anywhere
+    _same_weights(alone / "model.safetensors", full / "merged" / "model.safetensors", atol=0.0)
+
+    ckpt = str(full / "checkpoint-2")
+    cmd = args(one, 4, "--save_strategy", "no", "--resume_from_checkpoint", ckpt)
+    _run(launch_command("zero3", 1, cmd, deepspeed_config=cfg), root, timeout=600)
+    _same_weights(full / "adapter_model.safetensors", one / "adapter_model.safetensors")
+    assert read_samples(one) == {3: read_samples(full)[3]}
+
+
+@pytest.mark.slow
 def test_zero2_sft_checkpoint_of_two_processes_resumes_on_one_and_back(setup):
     """The shipped ZeRO-2 config on 2 gloo ranks, checkpointed each step; checkpoint-2 then resumes on ONE
     process with the same global batch (1 x 4 for 2 x 2): r1vision converts the optimizer shards to

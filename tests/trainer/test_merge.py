@@ -58,3 +58,21 @@ def test_lora_run_leaves_merged_model_and_adapter_works_as_model(tiny_model, col
     assert sum(1 for _ in open(preds / "shard-00000.jsonl")) == 2
     assert main(["merge", str(out), "--output_dir", str(tmp_path / "m2")]) == 0
     assert stock_load(tmp_path / "m2")["model"] == "Qwen2VLForConditionalGeneration"
+
+
+def test_the_merge_loads_the_base_whole_inside_a_zero3_run():
+    """A ZeRO-3 run leaves transformers' ZeRO-3 config set; the end-of-run merge (main process only) must
+    not build the base model partitioned, whose collectives the other ranks never join (a hang on 2+
+    processes). Inside the merge's loading ZeRO-3 is off; after it the run's config is back."""
+    from transformers.integrations import HfDeepSpeedConfig
+    from transformers.integrations.deepspeed import is_deepspeed_zero3_enabled
+
+    from r1vision.trainer.merge import _whole_model_loading
+
+    config = HfDeepSpeedConfig({"zero_optimization": {"stage": 3}, "train_batch_size": 1})
+    assert is_deepspeed_zero3_enabled()
+    with _whole_model_loading():
+        assert not is_deepspeed_zero3_enabled()
+    assert is_deepspeed_zero3_enabled()
+    del config  # transformers holds it weakly: the run's config ends with the run
+    assert not is_deepspeed_zero3_enabled()

@@ -14,6 +14,8 @@ import logging
 import os
 import shutil
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from r1vision.vision.hub_layout import write_hub_layout
@@ -75,6 +77,25 @@ def record_absolute_base(adapter_dir: str | os.PathLike, base: str) -> None:
     path.write_text(json.dumps(cfg, indent=2, sort_keys=True))
 
 
+@contextmanager
+def _whole_model_loading() -> Iterator[None]:
+    """``from_pretrained`` as outside any DeepSpeed run. At the end of a ZeRO-3 run transformers still sees
+    the run's ZeRO-3 config and would build the base model partitioned (``deepspeed.zero.Init``), with
+    collectives every rank must join; the merge runs on the main process alone, so on 2+ processes it hung
+    there for ever (and on one it would merge into empty partitions). The config is restored after."""
+    try:
+        from transformers.integrations import deepspeed as hf_deepspeed
+    except ImportError:  # pragma: no cover - transformers always has the module
+        yield
+        return
+    ref = hf_deepspeed._hf_deepspeed_config_weak_ref
+    hf_deepspeed.unset_hf_deepspeed_config()
+    try:
+        yield
+    finally:
+        hf_deepspeed._hf_deepspeed_config_weak_ref = ref
+
+
 def merge_adapter(
     adapter_dir: str | os.PathLike, out_dir: str | os.PathLike, base: str | None = None
 ) -> Path:
@@ -91,7 +112,8 @@ def merge_adapter(
     if not (adapter_dir / ADAPTER_CONFIG).is_file():
         raise FileNotFoundError(f"{adapter_dir} holds no {ADAPTER_CONFIG}: not a LoRA adapter folder")
     base = base or adapter_base(adapter_dir)
-    model = AutoModelForImageTextToText.from_pretrained(base, dtype=torch.float32)
+    with _whole_model_loading():
+        model = AutoModelForImageTextToText.from_pretrained(base, dtype=torch.float32)
     model = PeftModel.from_pretrained(model, str(adapter_dir)).merge_and_unload()
     tmp = out.with_name(f"{out.name}.tmp{os.getpid()}")  # concurrent ranks never share one
     shutil.rmtree(tmp, ignore_errors=True)
