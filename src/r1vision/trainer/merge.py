@@ -82,12 +82,9 @@ def _whole_model_loading() -> Iterator[None]:
     """``from_pretrained`` as outside any DeepSpeed run. At the end of a ZeRO-3 run transformers still sees
     the run's ZeRO-3 config and would build the base model partitioned (``deepspeed.zero.Init``), with
     collectives every rank must join; the merge runs on the main process alone, so on 2+ processes it hung
-    there for ever (and on one it would merge into empty partitions). The config is restored after."""
-    try:
-        from transformers.integrations import deepspeed as hf_deepspeed
-    except ImportError:  # pragma: no cover - transformers always has the module
-        yield
-        return
+    there for ever. The config is restored after."""
+    from transformers.integrations import deepspeed as hf_deepspeed
+
     ref = hf_deepspeed._hf_deepspeed_config_weak_ref
     hf_deepspeed.unset_hf_deepspeed_config()
     try:
