@@ -50,3 +50,26 @@ def test_one_process_runs_here_and_a_dry_run_plans_the_launch(smoke, capsys, mon
     assert main([*plan, "--num_processes", "2"]) == 0  # 4 x 2 = 8 images: one group of 8
     assert "2 process(es): a generation of 1 prompts x 8 images" in capsys.readouterr().out
     assert main(plan) == 2  # 4 images on one process: not a whole group
+
+
+@pytest.mark.parametrize(
+    ("argv", "missing"),
+    [
+        (["t2i-grpo", "--config", "t2i_smoke"], "--model is required (a diffusers pipeline folder"),
+        (["t2i-grpo", "--config", "t2i_smoke", "--model", "some/pipeline"], "--dataset is required"),
+        (["grpo", "--config", "color_smoke", "--dataset", "some/data"], "--model is required (a Hub id"),
+        (["sft", "--model", "some/model", "--dataset", "some/data"], "--task is required"),
+    ],
+)
+def test_a_launch_without_what_every_run_needs_is_one_line_before_launching(
+    argv, missing, tmp_path, capsys, monkeypatch
+):
+    """On 2 processes the runner's own refusal came from every worker after the launch, under the launcher's
+    traceback (exit 1); the skeleton now refuses before launching, in one line (exit 2)."""
+    import subprocess
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # Hub-looking ids pass the pre-check without a lookup
+    monkeypatch.setattr(subprocess, "call", lambda *a, **k: pytest.fail("launched"))
+    assert main([*argv, "--output_dir", str(tmp_path / "run"), "--num_processes", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and missing in err[0], err

@@ -208,6 +208,32 @@ def check_train_argv(kind: str, argv: Sequence[str]) -> None:
             check_hub_id(flag, values.get(flag), "dataset", "dataset file or folder")
 
 
+def check_required(kind: str, argv: Sequence[str]) -> None:
+    """What the runner requires (model, dataset, and a task for the VLM kinds), checked before a launch: on
+    N processes the runner's own refusal came from every worker, after the launch, under the launcher's
+    traceback (exit 1). A dry run needs less, so this is the launch path's check only."""
+    values = flag_values(argv)
+    recipe = _recipe(values)
+
+    def value(*keys: str) -> Any:
+        return next((v for k in keys for v in (values.get(k), recipe.get(k)) if v), None)
+
+    if not value("model", "model_name_or_path"):
+        what = (
+            "a diffusers pipeline folder or Hub id" if kind == "t2i" else "a Hub id or a local model folder"
+        )
+        raise UsageError(f"--model is required ({what})")
+    if kind != "t2i" and not value("task"):
+        raise UsageError("--task is required (a task name from `r1vision tasks`, or module:Class)")
+    if not value("dataset", "dataset_name"):
+        what = (
+            "a prompt-file folder, a .txt file or a dataset"
+            if kind == "t2i"
+            else "a Hub id, a local folder or file"
+        )
+        raise UsageError(f"--dataset is required ({what})")
+
+
 def check_run_settings(kind: str, values: dict[str, str | None], recipe: dict[str, Any]) -> None:
     """Settings that would fail after the model loads (or silently): an output folder that is a file, a
     pixel budget upside down, flash-attn without the package, a process count below 1, a checkpoint to

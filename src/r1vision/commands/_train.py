@@ -216,7 +216,7 @@ def planned_launch(argv: Sequence[str]) -> list[str]:
 def train(command: str, argv: Sequence[str]) -> int:
     """Parse, train, save; a refusal (an output folder that holds a run, no checkpoint to resume, bad data)
     is one line and exit code 2."""
-    from r1vision.commands._precheck import check_train_argv, help_text
+    from r1vision.commands._precheck import check_required, check_train_argv, help_text
 
     kind = KINDS[command]
     if "-h" in argv or "--help" in argv:  # r1vision's options first, grouped; no TRL import
@@ -239,6 +239,8 @@ def train(command: str, argv: Sequence[str]) -> int:
     launched = launch_argv(command, argv)
     if launched is not None:
         import subprocess
+
+        check_required(kind.flags, argv)
 
         print(f"r1vision {command}: launching {' '.join(launched)}", file=sys.stderr)
         return subprocess.call(launched)
