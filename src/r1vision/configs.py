@@ -160,3 +160,24 @@ class CommandLine:
                 continue
             out.append(arg)
         return out
+
+
+# What each training command must be given, in the order it is checked, and what it names.
+_REQUIRED = {
+    "t2i": {
+        "model": "a diffusers pipeline folder or Hub id",
+        "dataset": "a prompt-file folder, a .txt file or a dataset",
+    },
+    "vlm": {
+        "task": "a task name from `r1vision tasks`, or module:Class",
+        "model": "a Hub id or a local model folder",
+        "dataset": "a Hub id, a local folder or file",
+    },
+}
+
+
+def required_fields(kind: str) -> dict[str, str]:
+    """``{field: refusal}`` of what a ``kind`` run (``t2i``, else a VLM kind) cannot start without: the one
+    wording of the runners' check and of the check before a launch."""
+    wanted = _REQUIRED["t2i" if kind == "t2i" else "vlm"]
+    return {name: f"--{name} is required ({what})" for name, what in wanted.items()}

@@ -18,7 +18,7 @@ from typing import Any
 
 from r1vision import hub
 from r1vision.commands._args import UsageError
-from r1vision.configs import flag_values, read_recipe
+from r1vision.configs import flag_values, read_recipe, required_fields
 from r1vision.runners.t2i import T2IScriptArguments
 from r1vision.suggest import closest
 
@@ -215,23 +215,10 @@ def check_required(kind: str, argv: Sequence[str]) -> None:
     values = flag_values(argv)
     recipe = _recipe(values)
 
-    def value(*keys: str) -> Any:
-        return next((v for k in keys for v in (values.get(k), recipe.get(k)) if v), None)
-
-    if not value("model", "model_name_or_path"):
-        what = (
-            "a diffusers pipeline folder or Hub id" if kind == "t2i" else "a Hub id or a local model folder"
-        )
-        raise UsageError(f"--model is required ({what})")
-    if kind != "t2i" and not value("task"):
-        raise UsageError("--task is required (a task name from `r1vision tasks`, or module:Class)")
-    if not value("dataset", "dataset_name"):
-        what = (
-            "a prompt-file folder, a .txt file or a dataset"
-            if kind == "t2i"
-            else "a Hub id, a local folder or file"
-        )
-        raise UsageError(f"--dataset is required ({what})")
+    aliases = {"model": ("model", "model_name_or_path"), "dataset": ("dataset", "dataset_name")}
+    for name, refusal in required_fields(kind).items():
+        if not any(values.get(k) or recipe.get(k) for k in aliases.get(name, (name,))):
+            raise UsageError(refusal)
 
 
 def check_run_settings(kind: str, values: dict[str, str | None], recipe: dict[str, Any]) -> None:

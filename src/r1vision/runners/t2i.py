@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from r1vision import rewards
-from r1vision.configs import recipe_path, resolve_config_argv
+from r1vision.configs import recipe_path, required_fields, resolve_config_argv
 from r1vision.tasks.loading import DatasetLoadError
 from r1vision.tasks.options import options_mapping
 
@@ -47,10 +47,11 @@ class T2IScriptArguments:
         for alias, name in (("model_name_or_path", "model"), ("dataset_name", "dataset")):
             if getattr(self, alias) and not getattr(self, name):
                 setattr(self, name, getattr(self, alias))
+        required = required_fields("t2i")
         if not self.model:
-            raise ValueError("--model is required (a diffusers pipeline folder or Hub id)")
+            raise ValueError(required["model"])
         if not self.dataset:
-            raise ValueError("--dataset is required (a prompt-file folder, a .txt file or a dataset)")
+            raise ValueError(required["dataset"])
 
 
 def build_rewards(names: list[str], options_json: Any) -> list[Any]:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from r1vision.configs import flag_values, recipe_path, resolve_config_argv
+from r1vision.configs import flag_values, recipe_path, required_fields, resolve_config_argv
 from r1vision.tasks import get_task, resolve_rewards
 from r1vision.tasks.base import RewardSpec, RunContext, Task, guarded_rewards
 from r1vision.tasks.geometry.metrics import DECODINGS as MAYE_DECODINGS
@@ -96,13 +96,14 @@ class ScriptArguments:
                 raise ValueError(f"--{alias} and --{name} name the same thing; give one")
             if value:
                 setattr(self, name, value)
+        required = required_fields("vlm")
         if not self.task:
-            raise ValueError("--task is required (a task name from `r1vision tasks`, or module:Class)")
+            raise ValueError(required["task"])
         if not self.model:
-            raise ValueError("--model is required (a Hub id or a local model folder)")
+            raise ValueError(required["model"])
         self.model = resolve_model(self.model)  # a LoRA run's output_dir trains on from its merged model
         if not self.dataset:
-            raise ValueError("--dataset is required (a Hub id, a local folder or file)")
+            raise ValueError(required["dataset"])
 
 
 def parse_train_argv(kind: str, argv: Sequence[str]) -> tuple[ScriptArguments, Any]:
