@@ -133,12 +133,13 @@ def run(argv: Sequence[str]) -> int:
     if launched is not None:
         return launched
     from r1vision.runners.t2i import evaluate_t2i
+    from r1vision.trainer.distributed import finish_process
 
     metrics = evaluate_t2i(**sampling_kwargs(a), reward_funcs=a.reward_funcs, reward_options=a.reward_options)
     if not metrics:  # a worker other than the first: the first one reports
-        return 0
+        return finish_process(0)  # a torchrun worker: no gloo abort at interpreter exit
     for key, value in metrics.items():  # as `r1vision eval` prints: counts without decimals
         shown = f"{int(value)}" if isinstance(value, float) and value.is_integer() else value
         print(f"  {key:<18} {shown:.4f}" if isinstance(shown, float) else f"  {key:<18} {shown}")
     print(f"metrics.json, records.jsonl and contact sheets in {a.output_dir}")
-    return 0
+    return finish_process(0)

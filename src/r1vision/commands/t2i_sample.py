@@ -25,7 +25,8 @@ def run(argv: Sequence[str]) -> int:
     if launched is not None:
         return launched
     from r1vision.runners.t2i import sample_t2i
+    from r1vision.trainer.distributed import finish_process
 
     out = sample_t2i(**sampling_kwargs(a))
     print(f"images in {out}/images, contact sheets in {out}")
-    return 0
+    return finish_process(0)  # a torchrun worker: no gloo abort at interpreter exit
