@@ -35,6 +35,14 @@ def test_training_into_a_used_output_dir_refuses(tiny_model, color_dir, tmp_path
     trainer.train()
     assert len((out / "metrics.csv").read_text().splitlines()) == 2  # header + the new run's one step
     assert grpo_args(tmp_path / "x", resume_from_checkpoint="last").resume_from_checkpoint is True
+    # rows the trainer itself wrote before train() (its evaluate()) are not a previous run
+    fresh = tmp_path / "fresh"
+    trainer = VisionGRPOTrainer(
+        tiny_model("qwen2_vl"), varied_reward, args=grpo_args(fresh, max_steps=1), train_dataset=rows
+    )
+    (fresh / "metrics.csv").write_text("step,epoch,eval_loss\n0,0.0,0.5\n")
+    trainer.train()
+    assert trainer.state.global_step == 1
 
 
 def test_cli_rerun_refusal_is_a_message_not_a_traceback(tiny_model, color_dir, tmp_path, capsys, monkeypatch):

@@ -58,8 +58,15 @@ class CheckpointRenameMixin:
     """Mixin for ``Trainer`` subclasses: correct weight loading on ``resume_from_checkpoint``, and no silent
     rerun into an ``output_dir`` that holds a previous run (:func:`check_output_dir`)."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        run_args = kwargs["args"] if "args" in kwargs else (args[1] if len(args) > 1 else None)
+        if run_args is not None:
+            note_previous_run(self, run_args.output_dir)
+        super().__init__(*args, **kwargs)
+
     def train(self, resume_from_checkpoint: Any = None, *args: Any, **kwargs: Any) -> Any:
-        check_output_dir(self.args, resume_from_checkpoint)  # type: ignore[attr-defined]
+        if getattr(self, "_previous_run", True):
+            check_output_dir(self.args, resume_from_checkpoint)  # type: ignore[attr-defined]
         if resume_from_checkpoint is True or str(resume_from_checkpoint).lower() in ("last", "true"):
             # Trainer's own choice is the highest-numbered folder, which a kill during a save leaves torn
             resume_from_checkpoint = resolve_last_checkpoint(self.args.output_dir)  # type: ignore[attr-defined]
@@ -260,6 +267,12 @@ def _run_traces(output_dir: str) -> list[str]:
         if rows:
             found.append(f"metrics.csv with {rows} row(s)")
     return found
+
+
+def note_previous_run(trainer: Any, output_dir: str) -> None:
+    """Record, while ``trainer`` is built, whether ``output_dir`` already holds a run: what the trainer
+    itself writes before ``train()`` (its ``evaluate()``) is not a previous run."""
+    trainer._previous_run = bool(_run_traces(output_dir))
 
 
 def check_output_dir(args: Any, resume_from_checkpoint: Any = None) -> None:
