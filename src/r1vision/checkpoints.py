@@ -137,7 +137,8 @@ def needs_universal(checkpoint: str, now: dict) -> bool:
 
 def layout_change_problem(checkpoint: str, now: dict) -> str | None:
     """Why resuming ``checkpoint`` with layout ``now`` (``world_size``, ``per_device_train_batch_size``,
-    ``gradient_accumulation_steps``, ``zero_stage``, ``fsdp``) would not continue the same run, or None.
+    ``gradient_accumulation_steps``, ``zero_stage``, ``fsdp``; text-to-image runs add
+    ``generation_images``) would not continue the same run, or None.
 
     The samplers draw global batches from the seed, and accelerate splits each global batch over the
     processes, so any process count with the same global batch continues the same data order; another
@@ -177,7 +178,17 @@ def layout_change_problem(checkpoint: str, now: dict) -> str | None:
         return None
     global_now = world * int(now["per_device_train_batch_size"]) * int(now["gradient_accumulation_steps"])
     if global_now == int(then["global_batch"]):
-        return None
+        images = then.get("generation_images"), now.get("generation_images")
+        if None in images or images[0] == images[1]:
+            return None
+        # text-to-image: the prompts each generation draws follow the generation batch
+        return (
+            f"{checkpoint} sampled generations of {images[0]} images ({was} processes x "
+            f"{then['per_device_train_batch_size']} x steps_per_generation {then.get('steps_per_generation')}), "
+            f"this run samples {images[1]} ({world} x {now['per_device_train_batch_size']} x "
+            f"{now.get('steps_per_generation')}); set --steps_per_generation so they match (the same prompts "
+            "follow), or pass --allow_layout_change true to continue with other generations"
+        )
     return (
         f"{checkpoint} was trained with a global batch of {then['global_batch']} ({was} processes x "
         f"{then['per_device_train_batch_size']} x {then['gradient_accumulation_steps']} accumulation), this run "

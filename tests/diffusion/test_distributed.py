@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import json
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -20,7 +21,7 @@ import pytest
 import torch
 
 from tests.diffusion.test_advantages import flow_grpo_tracker
-from tests.helpers.launch import run_launched
+from tests.helpers.launch import launch_env, run_launched
 from tests.helpers.paths import ROOT
 
 pytestmark = pytest.mark.slow
@@ -177,3 +178,70 @@ def test_zero2_takes_one_engine_step_per_trainer_step(setup):
     # on-policy replays equal the rollout to float32 rounding (other batch shapes than the rollout's)
     assert all(float(r["logprob_parity_max"]) < 1e-5 for r in rows[::2])
     assert max(float(r["clipfrac"]) for r in rows[1::2]) > 0  # off-policy updates are clipped
+
+
+def _one_process(dump: Path, args: list[str]):
+    return run_launched([sys.executable, str(SCRIPT), str(dump), "--", *args], ROOT)
+
+
+def _copy_checkpoint(src: Path, out: Path) -> Path:
+    import shutil
+
+    shutil.copytree(src, out / src.name)
+    return out / src.name
+
+
+def test_a_checkpoint_inside_a_generation_resumes_on_any_process_count(setup):
+    """A checkpoint taken between the two updates of one generation holds each process's share of its
+    samples. Resumed on the same count it continues exactly (those samples, no new sampling); on another
+    count (2 -> 1 and 1 -> 2) every process samples that generation anew, from the same prompts (1 -> 2 hung:
+    one process loaded its share while the other sampled and gathered); another optimizer batch is refused."""
+    root, model = setup
+    common = ("--max_steps", "2", "--steps_per_generation", "2", "--save_strategy", "steps", "--save_steps", "1",
+              "--eval_strategy", "no")  # fmt: skip
+    _launch("ddp", root / "mid", _args(model, root, "mid", *common), R1V_FLAT="never")
+    ckpt = root / "mid" / "checkpoint-1"
+    assert sorted(p.name for p in ckpt.glob("rollout_buffer_rank*.pt")) == [
+        "rollout_buffer_rank0.pt", "rollout_buffer_rank1.pt"]  # fmt: skip
+    layout = json.loads((ckpt / "r1vision_layout.json").read_text())
+    assert (layout["world_size"], layout["global_batch"], layout["generation_images"]) == (2, 16, 32)
+    (full0, full1), (w_full, _) = _dumps(root / "mid")
+    drawn = sorted(full0["generations"][0]["prompts"] + full1["generations"][0]["prompts"])
+
+    resume = ("--resume_from_checkpoint",)
+    _copy_checkpoint(ckpt, root / "same")
+    _launch("ddp", root / "same_dump", _args(model, root, "same", *common, *resume, str(root / "same" / ckpt.name)),
+            R1V_FLAT="never")  # fmt: skip
+    (same0, same1), (w_same, _) = _dumps(root / "same_dump")
+    assert same0["generations"] == same1["generations"] == []  # the saved samples, not new ones
+    for name in w_full:
+        assert torch.equal(w_same[name], w_full[name]), name
+
+    _copy_checkpoint(ckpt, root / "one")
+    proc = _one_process(root / "one_dump", _args(model, root, "one", *common, "--per_device_train_batch_size", "16",
+                                                 *resume, str(root / "one" / ckpt.name)))  # fmt: skip
+    one = json.loads((root / "one_dump" / "rank0.json").read_text())
+    assert "samples that generation anew" in proc.stderr
+    assert one["global_step"] == 2 and [g["index"] for g in one["generations"]] == [0]
+    assert sorted(one["generations"][0]["prompts"]) == drawn
+    assert [r["step"] for r in _rows(root / "one" / "metrics.csv")] == ["2"]
+
+    refused = subprocess.run([sys.executable, "-m", "r1vision.cli", "t2i-grpo",
+                              *_args(model, root, "one", *common, *resume, str(root / "one" / ckpt.name))],
+                             cwd=ROOT, env=launch_env(), capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert refused.returncode == 2, refused.stderr[-3000:]
+    assert "global batch of 16 (2 processes x 8 x 1 accumulation), this run has 8" in refused.stderr
+
+    _one_process(root / "solo_dump", _args(model, root, "solo", "--per_device_train_batch_size", "16",
+                                             "--max_steps", "1", *common[2:]))  # fmt: skip
+    single = json.loads((root / "solo_dump" / "rank0.json").read_text())
+    ckpt1 = _copy_checkpoint(root / "solo" / "checkpoint-1", root / "two")
+    _launch(
+        "ddp", root / "two_dump", _args(model, root, "two", *common, *resume, str(ckpt1)), R1V_FLAT="never"
+    )
+    (two0, two1), (w0, w1) = _dumps(root / "two_dump")
+    assert [g["index"] for g in two0["generations"]] == [g["index"] for g in two1["generations"]] == [0]
+    assert two0["global_step"] == two1["global_step"] == 2
+    assert sorted(two0["generations"][0]["prompts"] + two1["generations"][0]["prompts"]) == sorted(
+        single["generations"][0]["prompts"])  # fmt: skip
+    assert all(torch.equal(w0[n], w1[n]) for n in w0)

@@ -623,6 +623,15 @@ def test_a_sharded_checkpoint_resumes_elsewhere_only_under_its_own_sharding(tmp_
     (ckpt / "r1vision_layout.json").write_text(json.dumps({**then, "zero_stage": 0, "fsdp": False}))
     assert layout_change_problem(str(ckpt), now) is None  # DDP: same global batch on one process
     assert "global batch of 4" in layout_change_problem(str(ckpt), {**now, "gradient_accumulation_steps": 2})
+    # text-to-image: the generation batch decides the prompts, so it must match as well
+    t2i = {**then, "zero_stage": 0, "fsdp": False, "steps_per_generation": 2, "generation_images": 8}
+    (ckpt / "r1vision_layout.json").write_text(json.dumps(t2i))
+    assert (
+        layout_change_problem(str(ckpt), {**now, "steps_per_generation": 2, "generation_images": 8}) is None
+    )
+    problem = layout_change_problem(str(ckpt), {**now, "steps_per_generation": 4, "generation_images": 16})
+    assert "sampled generations of 8 images (2 processes x 2 x steps_per_generation 2)" in problem
+    assert "this run samples 16 (1 x 4 x 4)" in problem and "--allow_layout_change" in problem
     (ckpt / "r1vision_layout.json").unlink()  # written before the file existed: nothing to compare
     (ckpt / "rng_state_0.pth").write_bytes(b"")
     assert layout_change_problem(str(ckpt), now) is None

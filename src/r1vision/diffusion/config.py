@@ -125,6 +125,13 @@ class DiffusionGRPOConfig(TrainingArguments):
         default=None, metadata={"help": "T5 tokens (default: the model's, 128)."}
     )
     metrics_csv: bool = field(default=True, metadata={"help": "Write metrics.csv in output_dir."})
+    allow_layout_change: bool = field(
+        default=False,
+        metadata={
+            "help": "Resume a checkpoint although its optimizer batch (processes x per-device images x "
+            "accumulation) or generation batch differs from this run's: the prompts and batches change from there on."
+        },
+    )
     overwrite_output_dir: bool = field(
         default=False,
         metadata={

@@ -19,7 +19,6 @@ from typing import Any
 
 import torch
 
-from r1vision.checkpoints import disk_errors_named
 from r1vision.diffusion.evaluate import score_records, write_evaluation
 from r1vision.diffusion.export import save_lora
 from r1vision.diffusion.families import to_pil
@@ -219,11 +218,8 @@ class EvaluateAndSaveMixin:
         )
 
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
+        # CheckpointRenameMixin (first in the trainer's bases) names disk errors and writes the layout file
         folder = Path(self.args.output_dir) / f"checkpoint-{self.state.global_step}"
-        with disk_errors_named(folder, "a checkpoint"):
-            self._save_checkpoint_files(model, trial, folder)
-
-    def _save_checkpoint_files(self, model: Any, trial: Any, folder: Path) -> None:
         super()._save_checkpoint(model, trial)
         if self.ema is not None and self.args.should_save:
             torch.save(self.ema.state_dict(), folder / EMA_FILE)

@@ -50,6 +50,7 @@ from r1vision.diffusion.outputs import BUFFER_FILE, EMA_FILE, EvaluateAndSaveMix
 from r1vision.diffusion.rollout import Generation, Rollout, encode_rows, replay, rollout, sde_window
 from r1vision.diffusion.sampler import GroupRepeatSampler, seeded
 from r1vision.diffusion.sde import latent_kl
+from r1vision.trainer.checkpoint import CheckpointRenameMixin, resolve_last_checkpoint
 from r1vision.trainer.preemption import PreemptionCallback
 
 logger = logging.getLogger(__name__)
@@ -66,7 +67,7 @@ def _prompt_key(prompt: str) -> int:
     return int.from_bytes(hashlib.blake2b(prompt.encode("utf-8"), digest_size=8).digest(), "little")
 
 
-class DiffusionGRPOTrainer(EvaluateAndSaveMixin, Trainer):
+class DiffusionGRPOTrainer(CheckpointRenameMixin, EvaluateAndSaveMixin, Trainer):
     """Flow-GRPO on a diffusers pipeline (see the module docstring).
 
     Args:
@@ -465,12 +466,19 @@ class DiffusionGRPOTrainer(EvaluateAndSaveMixin, Trainer):
 
     # ------------------------------------------------------------------------------------------ metrics
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs: Any) -> Any:
-        if resume_from_checkpoint is True:
-            from transformers.trainer_utils import get_last_checkpoint
-
-            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
+        if resume_from_checkpoint is True or str(resume_from_checkpoint).lower() in ("last", "true"):
+            resume_from_checkpoint = resolve_last_checkpoint(self.args.output_dir)
         self._resume_from = resume_from_checkpoint or None
         return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+
+    def _layout(self) -> dict[str, Any]:
+        """The VLM trainers' layout plus the generation batch, which decides the prompts each generation
+        draws (:class:`~r1vision.diffusion.sampler.GroupRepeatSampler`)."""
+        return {
+            **super()._layout(),
+            "steps_per_generation": self.steps_per_generation,
+            "generation_images": self.generation_images,
+        }
 
     def _on_train_begin(self) -> None:
         """After transformers restored the weights, optimizer and step: the EMA, the micro-step count and a
@@ -481,6 +489,20 @@ class DiffusionGRPOTrainer(EvaluateAndSaveMixin, Trainer):
         folder = Path(self._resume_from)
         if self.ema is not None and (folder / EMA_FILE).is_file():
             self.ema.load_state_dict(torch.load(folder / EMA_FILE, map_location="cpu", weights_only=True))
+        # Each process saved its own share of the generation. On another process count the shares do not
+        # fit the new processes, so every process samples that generation anew (the noise comes from the
+        # per-process streams, which a new count redraws anyway); deciding on the file count keeps the
+        # processes in step (one loading its share while another samples would hang the gathers).
+        saved = len(list(folder.glob(BUFFER_FILE.format(rank="*"))))
+        if saved and saved != self.accelerator.num_processes:
+            logger.warning(
+                "%s was saved between the updates of a generation on %d processes: its samples are split by "
+                "process, so this run of %d samples that generation anew",
+                folder,
+                saved,
+                self.accelerator.num_processes,
+            )
+            return
         buffer = folder / BUFFER_FILE.format(rank=self.accelerator.process_index)
         if buffer.is_file():
             self._generation = Generation.from_state(
