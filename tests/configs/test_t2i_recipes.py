@@ -70,14 +70,19 @@ def test_smoke_recipe_learns_and_t2i_eval_reads_its_lora(data, tmp_path):
     assert (tmp_path / "ev" / "contact_sheet.png").stat().st_size > 1000
 
 
-def test_t2i_sample_draws_the_images_t2i_eval_scores(data, tmp_path):
+def test_t2i_sample_draws_the_images_t2i_eval_scores(data, tmp_path, monkeypatch):
     # The two commands share their flags and sampling step: the same settings give the same pixels.
+    import r1vision.trainer.distributed as distributed
+
+    ended: list[int] = []  # a torchrun worker must leave through finish_process (no gloo abort at exit)
+    monkeypatch.setattr(distributed, "finish_process", lambda code=0: ended.append(code) or code)
     common = ["--model", str(data / "pixel"), "--prompts", str(data / "prompts"), "--steps", "2",
               "--guidance_scale", "1.0", "--limit", "2", "--seed", "3"]  # fmt: skip
     assert main(["t2i-sample", *common, "--output_dir", str(tmp_path / "s")]) == 0
     assert (
         main(["t2i-eval", *common, "--output_dir", str(tmp_path / "e"), "--reward_funcs", "brightness"]) == 0
     )
+    assert ended == [0, 0]
     from PIL import Image
 
     names = sorted(p.name for p in (tmp_path / "s" / "images").glob("*.png"))
