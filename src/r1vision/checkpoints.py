@@ -117,6 +117,29 @@ def disk_errors_named(folder: str | os.PathLike, what: str) -> Iterator[None]:
 
 
 LAYOUT_FILE = "r1vision_layout.json"  # in each checkpoint folder: the layout that wrote it
+# A checkpoint taken between the optimizer steps that one generation feeds: each process's share of it.
+BUFFER_FILE = "rollout_buffer_rank{rank}.pt"
+_BUFFER = re.compile(r"rollout_buffer_rank\d+\.pt")
+
+
+def saved_generation(checkpoint: str, rank: int, processes: int) -> tuple[str | None, str | None]:
+    """``(this process's generation file to load, why none is loaded)`` for a resume from ``checkpoint``;
+    ``(None, None)`` when it holds no generation (saved at a generation boundary).
+
+    The shares were split for the process count that saved them; on another count they fit no process.
+    Every process must decide alike (one loading its share while another samples anew would hang the
+    gathers), so the decision rests on the set of files, which all processes see."""
+    names = (
+        {n for n in os.listdir(checkpoint) if _BUFFER.fullmatch(n)} if os.path.isdir(checkpoint) else set()
+    )
+    if not names:
+        return None, None
+    if names != {BUFFER_FILE.format(rank=r) for r in range(processes)}:
+        return None, (
+            f"{checkpoint} was saved between the updates of a generation by {len(names)} processes: its samples "
+            f"are split by process, so this run of {processes} samples that generation anew"
+        )
+    return os.path.join(checkpoint, BUFFER_FILE.format(rank=rank)), None
 
 
 def needs_universal(checkpoint: str, now: dict) -> bool:

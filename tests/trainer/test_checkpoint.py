@@ -29,9 +29,10 @@ def _rows(path):
         return list(csv.DictReader(f))
 
 
-def _train(tiny_model, color_dir, out, callbacks=(), resume=None):
+def _train(tiny_model, color_dir, out, callbacks=(), resume=None, **overrides):
     ds = task_rows("color", color_dir).remove_columns(["completion"])
-    args = grpo_args(out, max_steps=4, save_strategy="steps", save_steps=2, learning_rate=5e-3)
+    settings = dict(max_steps=4, save_strategy="steps", save_steps=2, learning_rate=5e-3) | overrides
+    args = grpo_args(out, **settings)
     trainer = VisionGRPOTrainer(
         tiny_model("qwen2_vl"), [varied_reward], args=args, train_dataset=ds, callbacks=list(callbacks)
     )
@@ -58,6 +59,29 @@ def test_kill_and_resume_matches_uninterrupted(tiny_model, color_dir, tmp_path, 
     for row in resumed[2:]:
         ref = by_step[row["step"]]
         for key in ("loss", "reward", "grad_norm"):
+            assert float(row[key]) == pytest.approx(float(ref[key]), rel=1e-4, abs=1e-6), (row["step"], key)
+
+
+@pytest.mark.slow
+def test_a_checkpoint_inside_a_generation_resumes_from_its_samples(tiny_model, color_dir, tmp_path, caplog):
+    """One generation feeds 2 optimizer steps and the checkpoint after the first keeps it: the resumed run
+    trains the second from the same samples, and the next generation starts where the uninterrupted run's
+    does (TRL kept neither: it generated again at once and counted its micro-steps from 0)."""
+    within = dict(steps_per_generation=2, save_steps=1)
+    full = _train(tiny_model, color_dir, tmp_path / "full", **within)
+    _train(tiny_model, color_dir, tmp_path / "killed", callbacks=[StopAfter(1)], **within)
+    assert (tmp_path / "killed" / "checkpoint-1" / "rollout_buffer_rank0.pt").is_file()
+    assert not (tmp_path / "full" / "checkpoint-2" / "rollout_buffer_rank0.pt").exists()  # a boundary
+    resumed = _train(tiny_model, color_dir, tmp_path / "killed", resume="last", **within)
+    assert [r["step"] for r in resumed] == ["1", "2", "3", "4"]
+    # TRL logs the rewards on the steps that generate (1 and 3): step 2 must not be one of them
+    assert (
+        [bool(r["reward"]) for r in resumed]
+        == [bool(r["reward"]) for r in full]
+        == [True, False, True, False]
+    )
+    for row, ref in zip(resumed[1:], full[1:], strict=True):
+        for key in ("loss", "grad_norm", *(("reward",) if ref["reward"] else ())):
             assert float(row[key]) == pytest.approx(float(ref[key]), rel=1e-4, abs=1e-6), (row["step"], key)
 
 

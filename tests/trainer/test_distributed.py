@@ -588,6 +588,70 @@ def test_a_checkpoint_resumes_on_another_process_count_with_the_same_global_batc
     assert _steps(root / "lay_other")[-1] == "4"
 
 
+@pytest.mark.slow
+def test_a_grpo_checkpoint_inside_a_generation_resumes_on_any_process_count(setup):
+    """One generation feeds 2 optimizer steps; the checkpoint after the first keeps each process's share of
+    it. On 2 processes again the run continues from those samples exactly; on 1 process (and a 1-process
+    checkpoint on 2) every process generates it anew from the same prompts and the next generation comes
+    on the uninterrupted run's step (one process loading its share while another generated would hang)."""
+    import sys
+
+    root, model = setup
+    one = [sys.executable, "-m", "r1vision.cli"]
+    within = (
+        "--steps_per_generation",
+        "2",
+        "--learning_rate",
+        "0.01",
+        "--save_strategy",
+        "steps",
+        "--save_steps",
+        "1",
+    )
+
+    def args(out: Path, per_device: int, *extra: str) -> list[str]:
+        return [
+            *_grpo_args(model, root / "data", out, *within, *extra),
+            "--per_device_train_batch_size",
+            str(per_device),
+        ]
+
+    whole = root / "gen_2"
+    _run(launch_command("ddp", 2, args(whole, 4, "--max_steps", "3")), root)
+    ckpt = whole / "checkpoint-1"
+    assert sorted(p.name for p in ckpt.glob("rollout_buffer_rank*.pt")) == [
+        "rollout_buffer_rank0.pt", "rollout_buffer_rank1.pt"]  # fmt: skip
+    assert not list((whole / "checkpoint-2").glob("rollout_buffer_*"))  # a generation boundary
+    rows = read_samples(whole)
+    assert sorted(rows) == [1, 3]  # the steps that generate
+
+    same = root / "gen_2_on_2"
+    _run(
+        launch_command("ddp", 2, args(same, 4, "--max_steps", "3", "--resume_from_checkpoint", str(ckpt))),
+        root,
+    )
+    want, got = _losses(whole), _losses(same)
+    assert sorted(got) == ["2", "3"] and [got[s] for s in "23"] == pytest.approx(
+        [want[s] for s in "23"], abs=1e-5
+    )
+    _same_weights(whole / "model.safetensors", same / "model.safetensors")
+    assert read_samples(same) == {3: rows[3]}  # step 2 trained the saved samples
+
+    solo = root / "gen_2_on_1"
+    proc = _run([*one, *args(solo, 8, "--max_steps", "3", "--resume_from_checkpoint", str(ckpt))], root)
+    assert "samples that generation anew" in proc.stderr
+    assert read_samples(solo) == {2: rows[1], 3: rows[3]}  # generation 0 again, then generation 1 on time
+
+    first = root / "gen_1"
+    _run([*one, *args(first, 8, "--max_steps", "1")], root)
+    assert (first / "checkpoint-1" / "rollout_buffer_rank0.pt").is_file()
+    both = root / "gen_1_on_2"
+    resume = ("--max_steps", "3", "--resume_from_checkpoint", str(first / "checkpoint-1"))
+    proc = _run(launch_command("ddp", 2, args(both, 4, *resume)), root)
+    assert "samples that generation anew" in proc.stderr
+    assert read_samples(both) == {2: read_samples(first)[1], 3: rows[3]}
+
+
 def test_a_sharded_checkpoint_resumes_elsewhere_only_under_its_own_sharding(tmp_path):
     """ZeRO-1/2/3 checkpoints resume on another count under ZeRO (DeepSpeed's universal form), FSDP ones
     under FSDP (torch's distributed checkpoint re-shards); either resumed without its sharding is refused in

@@ -19,13 +19,13 @@ from typing import Any
 
 import torch
 
+from r1vision.checkpoints import BUFFER_FILE
 from r1vision.diffusion.evaluate import score_records, write_evaluation
 from r1vision.diffusion.export import save_lora
 from r1vision.diffusion.families import to_pil
 from r1vision.diffusion.rollout import sample_ode
 
 EMA_FILE = "ema.pt"
-BUFFER_FILE = "rollout_buffer_rank{rank}.pt"  # a checkpoint taken between the updates of one generation
 
 
 class EvaluateAndSaveMixin:

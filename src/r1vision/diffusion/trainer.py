@@ -41,12 +41,13 @@ from typing import Any
 import torch
 from transformers import Trainer
 
+from r1vision.checkpoints import saved_generation
 from r1vision.diffusion.advantages import group_advantages
 from r1vision.diffusion.config import DiffusionGRPOConfig
 from r1vision.diffusion.ema import EMA
 from r1vision.diffusion.families import Conditioning, load_family, to_pil
 from r1vision.diffusion.hooks import RunState, check_prompt_count, fill_deepspeed_autos
-from r1vision.diffusion.outputs import BUFFER_FILE, EMA_FILE, EvaluateAndSaveMixin
+from r1vision.diffusion.outputs import EMA_FILE, EvaluateAndSaveMixin
 from r1vision.diffusion.rollout import Generation, Rollout, encode_rows, replay, rollout, sde_window
 from r1vision.diffusion.sampler import GroupRepeatSampler, seeded
 from r1vision.diffusion.sde import latent_kl
@@ -489,24 +490,16 @@ class DiffusionGRPOTrainer(CheckpointRenameMixin, EvaluateAndSaveMixin, Trainer)
         folder = Path(self._resume_from)
         if self.ema is not None and (folder / EMA_FILE).is_file():
             self.ema.load_state_dict(torch.load(folder / EMA_FILE, map_location="cpu", weights_only=True))
-        # Each process saved its own share of the generation. On another process count the shares do not
-        # fit the new processes, so every process samples that generation anew (the noise comes from the
-        # per-process streams, which a new count redraws anyway); deciding on the file count keeps the
-        # processes in step (one loading its share while another samples would hang the gathers).
-        saved = len(list(folder.glob(BUFFER_FILE.format(rank="*"))))
-        if saved and saved != self.accelerator.num_processes:
-            logger.warning(
-                "%s was saved between the updates of a generation on %d processes: its samples are split by "
-                "process, so this run of %d samples that generation anew",
-                folder,
-                saved,
-                self.accelerator.num_processes,
-            )
-            return
-        buffer = folder / BUFFER_FILE.format(rank=self.accelerator.process_index)
-        if buffer.is_file():
+        # On another process count every process samples that generation anew (the noise comes from the
+        # per-process streams, which a new count redraws anyway).
+        path, why = saved_generation(
+            str(folder), self.accelerator.process_index, self.accelerator.num_processes
+        )
+        if why:
+            logger.warning(why)
+        if path:
             self._generation = Generation.from_state(
-                torch.load(buffer, map_location="cpu", weights_only=False), self.family.device
+                torch.load(path, map_location="cpu", weights_only=False), self.family.device
             )
 
 

@@ -10,6 +10,7 @@ What it adds, each in the narrowest override:
 - ``_tokenize_prompts``: checks, per sample, that the image placeholder tokens equal the image features.
 - with ``dynamic_sampling``, ``_generate_and_score_completions`` generates more rounds until the batch holds
   only groups with reward spread (:mod:`r1vision.trainer.dynamic_sampling`).
+- checkpoints keep the generation they interrupt (:mod:`r1vision.trainer.generation_buffer`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from r1vision.trainer.advantages import compute_advantages
 from r1vision.trainer.checkpoint import CheckpointRenameMixin
 from r1vision.trainer.config import VisionGRPOConfig
 from r1vision.trainer.dynamic_sampling import groups_with_spread, merge_rounds, reserve_indices
+from r1vision.trainer.generation_buffer import GenerationBufferMixin
 from r1vision.trainer.logline import use_compact_log
 from r1vision.trainer.output import FinalOutputMixin
 from r1vision.trainer.sample_log import ROW_INDEX, with_row_index
@@ -50,7 +52,9 @@ class ImagePlaceholderMismatchError(ValueError):
     """The tokenized prompt's image tokens do not match the number of image features of its images."""
 
 
-class VisionGRPOTrainer(FinalOutputMixin, CheckpointRenameMixin, VisionSetupMixin, GRPOTrainer):
+class VisionGRPOTrainer(
+    FinalOutputMixin, CheckpointRenameMixin, GenerationBufferMixin, VisionSetupMixin, GRPOTrainer
+):
     """GRPO for Qwen-VL models on image datasets. Takes the same arguments as ``trl.GRPOTrainer``."""
 
     _r1vision_kind = "grpo"
