@@ -38,6 +38,7 @@ MEASURES: dict[str, list[str]] = {
     "bench_lora_sync": [S + "generation/"],
     "bench_sgg_eval": [S + "tasks/sgg/", S + "_speedups.c", S + "commands/eval.py"],
     "bench_sgg_rewards": [S + "tasks/sgg/", S + "_speedups.c", S + "tasks/fastjson.py"],
+    "bench_sgg_vs_r1sgg": [S + "tasks/sgg/", S + "_speedups.c", S + "tasks/fastjson.py"],
     "bench_startup": [S + "__init__.py", S + "cli.py", S + "commands/", S + "tasks/registry.py"],
     "bench_svg_reward": [S + "tasks/svg/"],
     "bench_t2i": [S + "diffusion/"],
