@@ -122,6 +122,17 @@ BUFFER_FILE = "rollout_buffer_rank{rank}.pt"
 _BUFFER = re.compile(r"rollout_buffer_rank\d+\.pt")
 
 
+def save_generation(state: object, checkpoint: str, rank: int) -> None:
+    """Write this process's share of an interrupted generation into ``checkpoint`` (atomically: a kill
+    mid-write leaves no torn file, so the resume samples that generation anew instead of failing)."""
+    import torch  # heavy: the pre-check reads this module without it
+
+    os.makedirs(checkpoint, exist_ok=True)
+    path = os.path.join(checkpoint, BUFFER_FILE.format(rank=rank))
+    torch.save(state, path + ".tmp")
+    os.replace(path + ".tmp", path)
+
+
 def saved_generation(checkpoint: str, rank: int, processes: int) -> tuple[str | None, str | None]:
     """``(this process's generation file to load, why none is loaded)`` for a resume from ``checkpoint``;
     ``(None, None)`` when it holds no generation (saved at a generation boundary).

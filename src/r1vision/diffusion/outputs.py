@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from r1vision.checkpoints import BUFFER_FILE
+from r1vision.checkpoints import save_generation
 from r1vision.diffusion.evaluate import score_records, write_evaluation
 from r1vision.diffusion.export import save_lora
 from r1vision.diffusion.families import to_pil
@@ -225,8 +225,7 @@ class EvaluateAndSaveMixin:
             torch.save(self.ema.state_dict(), folder / EMA_FILE)
         gen = self._generation
         if gen is not None and self._micro % self.steps_per_generation:  # between the updates of a generation
-            folder.mkdir(parents=True, exist_ok=True)
-            torch.save(gen.state_dict(), folder / BUFFER_FILE.format(rank=self.accelerator.process_index))
+            save_generation(gen.state_dict(), str(folder), self.accelerator.process_index)
 
 
 def _broadcast(acc: Any, metrics: dict[str, float]) -> dict[str, float]:

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from r1vision.checkpoints import BUFFER_FILE, saved_generation
+from r1vision.checkpoints import save_generation, saved_generation
 
 logger = logging.getLogger(__name__)
 
@@ -31,12 +31,10 @@ class GenerationBufferMixin:
         every = self.args.steps_per_generation * self.num_iterations  # type: ignore[attr-defined]
         if self._buffered_inputs is None or self._step % every == 0:  # type: ignore[attr-defined]
             return  # at a generation boundary: the next step generates anyway
-        folder = os.path.join(self.args.output_dir, f"checkpoint-{self.state.global_step}")  # type: ignore[attr-defined]
-        os.makedirs(folder, exist_ok=True)
-        rank = self.accelerator.process_index  # type: ignore[attr-defined]
-        torch.save(
+        save_generation(
             {"step": self._step, "inputs": self._buffered_inputs},  # type: ignore[attr-defined]
-            os.path.join(folder, BUFFER_FILE.format(rank=rank)),
+            os.path.join(self.args.output_dir, f"checkpoint-{self.state.global_step}"),  # type: ignore[attr-defined]
+            self.accelerator.process_index,  # type: ignore[attr-defined]
         )
 
     def _load_rng_state(self, checkpoint: str | None) -> None:

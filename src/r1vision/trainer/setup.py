@@ -156,9 +156,8 @@ class VisionSetupMixin:
     def _init_trl(self, args: Any, **trl_kwargs: Any) -> None:
         """TRL's ``__init__`` (the next class in the MRO) with the prepared arguments, then the optional
         vision-tower freeze, which needs the model TRL has loaded."""
-        note_previous_run(
-            self, args.output_dir
-        )  # the next class is TRL's: CheckpointRenameMixin's __init__ is passed
+        # the next class is TRL's, so CheckpointRenameMixin's __init__ is passed over: note the folder here
+        note_previous_run(self, args.output_dir)
         super().__init__(args=args, **trl_kwargs)  # type: ignore[call-arg]
         callbacks = self.callback_handler.callbacks  # type: ignore[attr-defined]
         self._sample_log = next((c for c in callbacks if isinstance(c, SampleLogCallback)), None)
