@@ -35,15 +35,15 @@ def _port() -> int:
         return int(s.getsockname()[1])
 
 
-def _launch(layout: str, dump: Path, args: list[str], **env: str) -> None:
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_machines", "1", "--num_processes", "2",
-           "--main_process_port", str(_port())]  # fmt: skip
+def _launch(layout: str, dump: Path, args: list[str], processes: int = 2, **env: str):
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_machines", "1", "--num_processes",
+           str(processes), "--main_process_port", str(_port())]  # fmt: skip
     if layout == "ddp":
         cmd += ["--multi_gpu", "--mixed_precision", "no"]
     else:
         config = ROOT / "configs" / "deepspeed" / f"{layout}.json"
         cmd += ["--use_deepspeed", "--deepspeed_config_file", str(config), "--zero3_init_flag", "false"]
-    run_launched([*cmd, str(SCRIPT), str(dump), "--", *args], ROOT, **env)
+    return run_launched([*cmd, str(SCRIPT), str(dump), "--", *args], ROOT, **env)
 
 
 @pytest.fixture(scope="module")
@@ -163,10 +163,10 @@ def test_zero2_takes_one_engine_step_per_trainer_step(setup):
     DeepSpeed's engine and LR schedule count trainer steps (they counted every transition), and the second
     update of each generation is off-policy (the PPO clip acts)."""
     root, model = setup
-    _launch("zero2", root / "z2", _args(model, root, "z2", "--max_steps", "4", "--gradient_accumulation_steps", "2",
-                                        "--steps_per_generation", "4", "--per_device_train_batch_size", "4",
-                                        "--lr_scheduler_type", "linear", "--learning_rate", "0.2",
-                                        "--eval_strategy", "no"))  # fmt: skip
+    layout = ("--max_steps", "4", "--gradient_accumulation_steps", "2", "--steps_per_generation", "4",
+              "--lr_scheduler_type", "linear", "--learning_rate", "0.2", "--eval_strategy", "no")  # fmt: skip
+    _launch("zero2", root / "z2", _args(model, root, "z2", *layout, "--per_device_train_batch_size", "4",
+                                        "--save_strategy", "steps", "--save_steps", "2"))  # fmt: skip
     (rank0, rank1), (w0, w1) = _dumps(root / "z2")
     assert rank0["global_step"] == rank0["engine_global_steps"] == rank1["engine_global_steps"] == 4
     assert rank0["scheduler_steps"] == 4
@@ -178,6 +178,16 @@ def test_zero2_takes_one_engine_step_per_trainer_step(setup):
     # on-policy replays equal the rollout to float32 rounding (other batch shapes than the rollout's)
     assert all(float(r["logprob_parity_max"]) < 1e-5 for r in rows[::2])
     assert max(float(r["clipfrac"]) for r in rows[1::2]) > 0  # off-policy updates are clipped
+    # its step-2 checkpoint (2 optimizer shards) resumes on 1 process under ZeRO-2 with the same batches,
+    # through DeepSpeed's universal form, and the LR schedule continues
+    ckpt = root / "z2" / "checkpoint-2"
+    proc = _launch("zero2", root / "z2_on_1", _args(model, root, "z2", *layout, "--per_device_train_batch_size", "8",
+                                                    "--resume_from_checkpoint", str(ckpt)), processes=1)  # fmt: skip
+    assert "through its universal form" in proc.stderr and (ckpt / "global_step2_universal").is_dir()
+    resumed = json.loads((root / "z2_on_1" / "rank0.json").read_text())
+    assert resumed["world_size"] == 1 and resumed["global_step"] == resumed["scheduler_steps"] == 4
+    assert resumed["lrs"] == pytest.approx([0.2, 0.15, 0.1, 0.05])  # steps 1-2 restored, 3-4 trained here
+    assert [r["step"] for r in _rows(root / "z2" / "metrics.csv")] == ["1", "2", "3", "4"]
 
 
 def _one_process(dump: Path, args: list[str]):
