@@ -1,10 +1,9 @@
 """The reporting and output side of :class:`~r1vision.diffusion.trainer.DiffusionGRPOTrainer`: the step metrics
 (gathered over the processes, TRL's names), deterministic sampling, Flow-GRPO's sharded evaluation (``eval_metrics.csv``, ``eval/step-N/``, ``best/``), the diffusers LoRA
-folders, the run record and the checkpoint files (the EMA and a generation saved between its updates).
+folders and the run record (the checkpoint files: :mod:`r1vision.diffusion.resume`).
 
 A mixin over ``transformers.Trainer``: it reads the trainer's ``family``, ``ema``, ``reward_funcs``,
-``reward_weights``, ``reward_names``, ``_metrics``, ``model_path``, ``_generation``, ``_micro``, ``steps_per_generation``,
-``evaluated_steps`` and ``_best_eval``.
+``reward_weights``, ``reward_names``, ``_metrics``, ``model_path``, ``evaluated_steps`` and ``_best_eval``.
 """
 
 from __future__ import annotations
@@ -19,13 +18,10 @@ from typing import Any
 
 import torch
 
-from r1vision.checkpoints import save_generation
 from r1vision.diffusion.evaluate import score_records, write_evaluation
 from r1vision.diffusion.export import save_lora
 from r1vision.diffusion.families import to_pil
 from r1vision.diffusion.rollout import sample_ode
-
-EMA_FILE = "ema.pt"
 
 
 class EvaluateAndSaveMixin:
@@ -216,16 +212,6 @@ class EvaluateAndSaveMixin:
         finish_output(
             self, target, "t2i-grpo", {**self.run_settings(), **(getattr(self, "r1vision_run", None) or {})}
         )
-
-    def _save_checkpoint(self, model: Any, trial: Any) -> None:
-        # CheckpointRenameMixin (first in the trainer's bases) names disk errors and writes the layout file
-        folder = Path(self.args.output_dir) / f"checkpoint-{self.state.global_step}"
-        super()._save_checkpoint(model, trial)
-        if self.ema is not None and self.args.should_save:
-            torch.save(self.ema.state_dict(), folder / EMA_FILE)
-        gen = self._generation
-        if gen is not None and self._micro % self.steps_per_generation:  # between the updates of a generation
-            save_generation(gen.state_dict(), str(folder), self.accelerator.process_index)
 
 
 def _broadcast(acc: Any, metrics: dict[str, float]) -> dict[str, float]:

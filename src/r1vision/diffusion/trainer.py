@@ -35,23 +35,22 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import torch
 from transformers import Trainer
 
-from r1vision.checkpoints import saved_generation
 from r1vision.diffusion.advantages import group_advantages
 from r1vision.diffusion.config import DiffusionGRPOConfig
 from r1vision.diffusion.ema import EMA
 from r1vision.diffusion.families import Conditioning, load_family, to_pil
 from r1vision.diffusion.hooks import RunState, check_prompt_count, fill_deepspeed_autos
-from r1vision.diffusion.outputs import EMA_FILE, EvaluateAndSaveMixin
+from r1vision.diffusion.outputs import EvaluateAndSaveMixin
+from r1vision.diffusion.resume import ResumeMixin
 from r1vision.diffusion.rollout import Generation, Rollout, encode_rows, replay, rollout, sde_window
 from r1vision.diffusion.sampler import GroupRepeatSampler, seeded
 from r1vision.diffusion.sde import latent_kl
-from r1vision.trainer.checkpoint import CheckpointRenameMixin, resolve_last_checkpoint
+from r1vision.trainer.checkpoint import CheckpointRenameMixin
 from r1vision.trainer.preemption import PreemptionCallback
 
 logger = logging.getLogger(__name__)
@@ -68,7 +67,7 @@ def _prompt_key(prompt: str) -> int:
     return int.from_bytes(hashlib.blake2b(prompt.encode("utf-8"), digest_size=8).digest(), "little")
 
 
-class DiffusionGRPOTrainer(CheckpointRenameMixin, EvaluateAndSaveMixin, Trainer):
+class DiffusionGRPOTrainer(CheckpointRenameMixin, ResumeMixin, EvaluateAndSaveMixin, Trainer):
     """Flow-GRPO on a diffusers pipeline (see the module docstring).
 
     Args:
@@ -158,7 +157,6 @@ class DiffusionGRPOTrainer(CheckpointRenameMixin, EvaluateAndSaveMixin, Trainer)
         )
         self._generation: Generation | None = None
         self._micro = 0  # micro-steps trained so far (a resumed run starts at global_step x accumulation)
-        self._resume_from: str | None = None
         self._best_eval: float | None = None
         self.evaluated_steps: set[int] = set()
         from r1vision.trainer.logline import use_compact_log
@@ -466,12 +464,6 @@ class DiffusionGRPOTrainer(CheckpointRenameMixin, EvaluateAndSaveMixin, Trainer)
         return latent_kl(step.mean, ref.mean, step.std if self.args.kl_use_dt else step.std_dev_t)
 
     # ------------------------------------------------------------------------------------------ metrics
-    def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs: Any) -> Any:
-        if resume_from_checkpoint is True or str(resume_from_checkpoint).lower() in ("last", "true"):
-            resume_from_checkpoint = resolve_last_checkpoint(self.args.output_dir)
-        self._resume_from = resume_from_checkpoint or None
-        return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
-
     def _layout(self) -> dict[str, Any]:
         """The VLM trainers' layout plus the generation batch, which decides the prompts each generation
         draws (:class:`~r1vision.diffusion.sampler.GroupRepeatSampler`)."""
@@ -480,27 +472,6 @@ class DiffusionGRPOTrainer(CheckpointRenameMixin, EvaluateAndSaveMixin, Trainer)
             "steps_per_generation": self.steps_per_generation,
             "generation_images": self.generation_images,
         }
-
-    def _on_train_begin(self) -> None:
-        """After transformers restored the weights, optimizer and step: the EMA, the micro-step count and a
-        generation saved between its updates."""
-        self._micro = self.state.global_step * self.args.gradient_accumulation_steps
-        if not self._resume_from:
-            return
-        folder = Path(self._resume_from)
-        if self.ema is not None and (folder / EMA_FILE).is_file():
-            self.ema.load_state_dict(torch.load(folder / EMA_FILE, map_location="cpu", weights_only=True))
-        # On another process count every process samples that generation anew (the noise comes from the
-        # per-process streams, which a new count redraws anyway).
-        path, why = saved_generation(
-            str(folder), self.accelerator.process_index, self.accelerator.num_processes
-        )
-        if why:
-            logger.warning(why)
-        if path:
-            self._generation = Generation.from_state(
-                torch.load(path, map_location="cpu", weights_only=False), self.family.device
-            )
 
 
 def _rows(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -70,6 +70,8 @@ class CheckpointRenameMixin:
         if resume_from_checkpoint is True or str(resume_from_checkpoint).lower() in ("last", "true"):
             # Trainer's own choice is the highest-numbered folder, which a kill during a save leaves torn
             resume_from_checkpoint = resolve_last_checkpoint(self.args.output_dir)  # type: ignore[attr-defined]
+        # the folder this run resumes from, for what a subclass restores beside Trainer's files
+        self.resumed_from = resume_from_checkpoint if isinstance(resume_from_checkpoint, str) else None
         if isinstance(resume_from_checkpoint, str) and not getattr(self.args, "allow_layout_change", False):  # type: ignore[attr-defined]
             problem = layout_change_problem(resume_from_checkpoint, self._layout())
             if problem:
