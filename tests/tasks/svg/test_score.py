@@ -233,6 +233,24 @@ def test_fast_filters_equal_scipys(shape):
         fast = score_module._blur(x, sigma)
         assert fast.dtype == np.float32
         np.testing.assert_allclose(fast, ndimage.gaussian_filter(x, sigma), rtol=0, atol=5e-7)
+    # Only the inked box is filtered: ink in the middle, touching a border, one pixel, none at all give the
+    # whole page's sums bit for bit.
+    h, w = shape
+    for top, left, height, width in [
+        (h // 3, w // 4, h // 5, w // 6),
+        (0, w // 2, 4, w // 2),
+        (h - 1, 0, 1, 1),
+    ]:
+        patch = np.zeros(shape, np.float32)
+        patch[top : top + height, left : left + width] = x[top : top + height, left : left + width] + 0.5
+        for page in (patch, np.zeros(shape, np.float32)):
+            cropped = score_module._blur(page, 2.0)
+            np.testing.assert_allclose(cropped, ndimage.gaussian_filter(page, 2.0), rtol=0, atol=5e-7)
+            if min(shape) > 17:  # the hand-written path (a tiny canvas goes to scipy whole)
+                k = np.exp(-0.5 * (np.arange(9) / 2.0) ** 2)
+                k = (k / (2 * k.sum() - k[0])).astype(np.float32)
+                whole = score_module._mirror_sums(score_module._mirror_sums(page, k, axis=0), k, axis=1)
+                assert np.array_equal(cropped, whole), (top, left)
     for density in (0.002, 0.05, 0.5):
         mask = rng.random(shape) < density
         for radius in (0, 1, 3, 5):
