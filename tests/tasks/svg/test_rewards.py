@@ -171,6 +171,25 @@ def test_ground_truth_from_svg_column_and_images_column(scorer):
     assert scorer.failures["no_ground_truth"] >= 1
 
 
+@pytest.mark.parametrize("mode", ["RGB", "L", "P", "1", "RGBA", "LA", "P+transparency"])
+def test_a_ground_truth_image_is_its_pixels_composited_on_white(mode):
+    """Images without transparency skip the composite (most dataset PNGs): the same pixels either way."""
+    from PIL import Image
+
+    from r1vision.tasks.svg.rewards import to_rgb
+
+    rng = np.random.default_rng(3)
+    rgba = rng.integers(0, 256, (24, 32, 4), dtype=np.uint8)
+    image = Image.fromarray(rgba).convert(mode.split("+")[0])
+    if mode == "P+transparency":
+        image.info["transparency"] = int(np.asarray(image)[0, 0])
+    composed = Image.alpha_composite(Image.new("RGBA", image.size, "white"), image.convert("RGBA"))
+    rgb, _ = to_rgb(image)
+    assert rgb.shape == (24, 32, 3) and np.array_equal(rgb, np.asarray(composed.convert("RGB")))
+    if image.has_transparency_data:  # the composite did happen: not the plain conversion
+        assert not np.array_equal(rgb, np.asarray(image.convert("RGB")))
+
+
 def test_failure_reward_is_configurable():
     custom = SVGScorer(RewardConfig(size=64, failure_reward=-1.0), default_pool())
     assert make_term_reward("ssim", custom)([None], ["no svg here"], gt_image=[_square()]) == [-1.0]

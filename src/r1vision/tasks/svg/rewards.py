@@ -96,6 +96,8 @@ def to_rgb(image: Any) -> tuple[np.ndarray, str] | None:
 def _pil_rgb(im) -> np.ndarray:
     from PIL import Image
 
+    if not im.has_transparency_data:  # nothing to composite: the same pixels at a fraction of the cost
+        return np.asarray(im if im.mode == "RGB" else im.convert("RGB"))
     im = im.convert("RGBA")
     white = Image.new("RGBA", im.size, (255, 255, 255, 255))
     return np.asarray(Image.alpha_composite(white, im).convert("RGB"))
