@@ -28,8 +28,8 @@ wheels r1vision needs carried along, see ``gpu_check.sh``) in about 9 minutes (`
    ``r1vision.estimate`` (WARN above x1.2); the last line is ``GPU-CHECK: PASS`` or ``GPU-CHECK: FAIL``
    (exit 1).
 
-``--cpu-smoke`` runs the same phases at tiny sizes on the CPU (timings and memory are then informative
-only); it is part of the test suite (``tests/test_gpu_check.py``).
+``--cpu-smoke`` runs the same phases at tiny sizes on the CPU, the trainer runs two at a time (timings and
+memory are then informative only); it is part of the test suite (``tests/test_gpu_check.py``).
 """
 
 from __future__ import annotations
@@ -66,6 +66,7 @@ RUNS = [
     ("r1v-z3-full", "r1v", 0, True, False),
     ("trl-z3-full", "trl", 0, True, False),
 ]
+RUN_NAMES = [run[0] for run in RUNS]
 PAIRS = [("r1v-full", "trl-full"), ("r1v-lora", "trl-lora"), ("r1v-z3-full", "trl-z3-full")]
 # The text-to-image phase: one Flow-GRPO micro-step per GPU at SD3.5-Medium's shapes (random weights): 9
 # images of 512 px, 10 SDE steps with CFG 4.5, all 9 trained transitions replayed with backward, KL 0.04,
@@ -576,7 +577,9 @@ def main() -> int:
         for status, text in build_checks:
             print(f"{status}  build: {text}", flush=True)
         durations: list[float] = []
-        for name, trainer, lora, zero3, probe in RUNS:
+        if a.cpu_smoke:  # no card to share and the timings informative only: two runs at a time
+            results.update(smoke_runs(a, started))
+        for name, trainer, lora, zero3, probe in [] if a.cpu_smoke else RUNS:
             left = a.budget - (time.time() - started)
             expected = max(durations) if durations else 0.0
             if left < expected * 1.2 or left < 20:
@@ -611,6 +614,20 @@ def main() -> int:
     return 0 if verdict == "PASS" else 1
 
 
+def smoke_runs(a: argparse.Namespace, started: float) -> dict[str, dict]:
+    """Every run of :data:`RUNS`, two at a time (``--cpu-smoke`` on a 2-core machine: half the wall time)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    timeout = max(60.0, a.budget - (time.time() - started))
+    with ThreadPoolExecutor(2) as pool:
+        futures = {run[0]: pool.submit(launch, a, *run, timeout=timeout) for run in RUNS}
+        results = {name: future.result() for name, future in futures.items()}
+    for name, r in results.items():
+        r.pop("wall_seconds", None)
+        print(f"{'FAIL' if r.get('error') else 'done'}  {name}", flush=True)
+    return results
+
+
 def fresh_run(out: Path, name: str) -> None:
     """Remove what an earlier check left for run ``name`` in ``out`` (its trainer folder and result)."""
     import shutil
@@ -630,9 +647,11 @@ def launch(
     if a.cpu_smoke:
         args.append("--cpu-smoke")
     if zero3:
+        # one port per run: smoke runs go two at a time
+        port = 29500 + (os.getpid() + RUN_NAMES.index(name)) % 1000
         cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "1", "--num_machines", "1",
                "--use_deepspeed", "--deepspeed_config_file", str(ROOT / "configs" / "deepspeed" / "zero3.json"),
-               "--zero3_init_flag", "true", "--main_process_port", str(29500 + os.getpid() % 1000), *args]  # fmt: skip
+               "--zero3_init_flag", "true", "--main_process_port", str(port), *args]  # fmt: skip
     else:
         cmd = [sys.executable, *args]
     env = dict(os.environ, TOKENIZERS_PARALLELISM="false")
