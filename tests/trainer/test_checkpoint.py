@@ -3,6 +3,7 @@
 import csv
 import json
 import logging
+import shutil
 
 import pytest
 from transformers import TrainerCallback
@@ -83,6 +84,16 @@ def test_a_checkpoint_inside_a_generation_resumes_from_its_samples(tiny_model, c
     for row, ref in zip(resumed[1:], full[1:], strict=True):
         for key in ("loss", "grad_norm", *(("reward",) if ref["reward"] else ())):
             assert float(row[key]) == pytest.approx(float(ref[key]), rel=1e-4, abs=1e-6), (row["step"], key)
+    # With ignore_data_skip the data loader restarts its epoch, but Trainer still calls _load_rng_state (where
+    # the samples are restored) on resume: step 2 trains the saved samples, as uninterrupted.
+    again = tmp_path / "again"
+    shutil.copytree(tmp_path / "killed" / "checkpoint-1", again / "checkpoint-1")
+    rows = _train(
+        tiny_model, color_dir, again, resume=str(again / "checkpoint-1"), ignore_data_skip=True, **within
+    )
+    assert [(r["step"], bool(r["reward"])) for r in rows] == [("2", False), ("3", True), ("4", False)]
+    for key in ("loss", "grad_norm"):
+        assert float(rows[0][key]) == pytest.approx(float(full[1][key]), rel=1e-4, abs=1e-6), key
 
 
 def test_csv_columns_grow_and_steps_merge(tmp_path):
