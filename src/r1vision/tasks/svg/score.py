@@ -136,6 +136,9 @@ def _level(threshold: float) -> int:
     return int(math.floor(threshold * 255 + 1e-9))
 
 
+_INKED_LEVEL = _level(_INKED)  # drawn pixels, "has ink" and the colour term's mask, in grey levels
+
+
 def _edges(levels: np.ndarray, threshold: float) -> np.ndarray:
     """Pixels where the ink steps by more than ``threshold`` to the right or downwards neighbour."""
     t = _level(threshold)
@@ -261,13 +264,13 @@ def prepare(gt: np.ndarray, config: dict | RewardConfig | None = None) -> Prepar
         n_edges=int(edges.sum()),
         has_ink=_has_ink(levels),
         rgb=np.ascontiguousarray(gt, dtype=np.uint8),
-        inked=levels > _level(_INKED),
+        inked=levels > _INKED_LEVEL,
         spectrum=spectrum,
     )
 
 
 def _has_ink(levels: np.ndarray) -> bool:
-    return bool(levels.max() > _level(_INKED))
+    return bool(levels.max() > _INKED_LEVEL)
 
 
 def _radius(shape: tuple[int, ...], cfg: dict) -> int:
@@ -370,7 +373,7 @@ def score(gt: Prepared, pred: np.ndarray, config: dict | RewardConfig | None = N
         recall = float(np.count_nonzero(gt.edges & _dilate(edges, int(cfg["edge_tolerance"])))) / gt.n_edges
         edge = 0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall)
     # Registered onto the ground truth already; a flat index is a cheaper gather than a pair of indices.
-    both = np.flatnonzero(gt.inked & (levels > _level(_INKED))) if cfg.get("colour", 1.0) else None
+    both = np.flatnonzero(gt.inked & (levels > _INKED_LEVEL)) if cfg.get("colour", 1.0) else None
     if both is None:  # no reward weighs the colour term: not computed
         colour = 0.0
     elif not both.size:
