@@ -34,7 +34,7 @@ fi
 
 stamp=.venv/.r1vision-install
 # setup.py and the C source too: the compiled helpers are built at install, a changed source needs a rebuild
-want="$(cat pyproject.toml setup.py src/r1vision/_speedups.c "$constraints" | sha256sum | cut -c1-16) gpu=$gpu extras=$extras"
+want="$(cat pyproject.toml setup.py src/r1vision/_speedups.c src/r1vision/tasks/svg/_fastscore.c "$constraints" | sha256sum | cut -c1-16) gpu=$gpu extras=$extras"
 if [ -x .venv/bin/r1vision ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   echo "r1vision already installed in .venv ($want)"
   exit 0
@@ -67,6 +67,8 @@ if [ "$gpu" = 0 ] && .venv/bin/python -c "import importlib.util,sys; sys.exit(im
 fi
 
 .venv/bin/python -c "import r1vision, torch, trl, transformers; print(f'r1vision {r1vision.__version__}: torch {torch.__version__}, trl {trl.__version__}, transformers {transformers.__version__}')"
-# The compiled SGG reward helpers are optional (no C compiler: same results, slower); say which one we got.
+# The compiled SGG reward helpers and SVG score filters are optional (no C compiler: same results, slower);
+# say which ones we got.
 .venv/bin/python -c "from r1vision import compiled; print('compiled helpers (r1vision._speedups):', 'built' if compiled.AVAILABLE else 'NOT built: no C compiler or Python headers; the pure-Python paths run (same results, slower)')"
+.venv/bin/python -c "from r1vision.tasks.svg import score; print('compiled SVG score filters (r1vision.tasks.svg._fastscore):', 'built' if score._fast else 'NOT built: the numpy paths run (same scores, slower)')"
 echo "$want" > "$stamp"

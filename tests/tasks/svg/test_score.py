@@ -3,6 +3,7 @@ attempt, the default canvas separates real damage, and the reward math runs in t
 
 from __future__ import annotations
 
+import os
 import random
 
 import numpy as np
@@ -256,3 +257,79 @@ def test_fast_filters_equal_scipys(shape):
         for radius in (0, 1, 3, 5):
             expected = mask if radius == 0 else ndimage.maximum_filter(mask, size=2 * radius + 1)
             assert np.array_equal(score_module._dilate(mask, radius), expected), (density, radius)
+
+
+# The compiled filters (_fastscore.c) must give the numpy paths' numbers bit for bit; both run here.
+needs_c = pytest.mark.skipif(score_module._fast is None, reason="_fastscore is not built")
+
+
+def test_the_compiled_svg_filters_are_built():
+    """CI and the benchmarks rely on them: an install that silently lost them must fail here."""
+    if os.environ.get("R1VISION_PURE_PYTHON", "") not in ("", "0"):
+        pytest.skip("R1VISION_PURE_PYTHON is set: the numpy paths are under test")
+    assert score_module._fast is not None, "_fastscore is not built: reinstall with a C compiler present"
+
+
+def _both(monkeypatch, fn, *args):
+    """``fn(*args)`` with the compiled filters, then with the numpy paths."""
+    fast = fn(*args)
+    with monkeypatch.context() as m:
+        m.setattr(score_module, "_fast", None)
+        return fast, fn(*args)
+
+
+@needs_c
+@pytest.mark.parametrize("shape", [(384, 512), (257, 300), (40, 17), (17, 40), (9, 7), (7, 9)])
+def test_compiled_filters_equal_the_numpy_paths(shape, monkeypatch):
+    rng = np.random.default_rng(sum(shape))
+    for trial in range(4):
+        # ink-like pages: mostly empty, a box, values over a wide range (the running sums' rounding)
+        x = (rng.random(shape) * 10.0 ** rng.integers(-6, 1, shape)).astype(np.float32)
+        x[rng.random(shape) < (0.2, 0.8, 0.98, 1.0)[trial]] = 0.0
+        box, ref = _both(monkeypatch, score_module._box, x)
+        assert box.dtype == np.float32 and np.array_equal(box, ref), trial
+        (mean, var), (ref_mean, ref_var) = _both(monkeypatch, score_module._moments, x)
+        assert np.array_equal(mean, ref_mean) and np.array_equal(var, ref_var), trial
+        for sigma in (0.7, 2.0):
+            blur, ref = _both(monkeypatch, score_module._blur, x, sigma)
+            assert blur.dtype == np.float32 and np.array_equal(blur, ref), (trial, sigma)
+        mask = x > 0.5
+        for radius in (1, 3, 8):
+            dilated, ref = _both(monkeypatch, score_module._dilate, mask, radius)
+            assert np.array_equal(dilated, ref), (trial, radius)
+        rgb = rng.integers(0, 256, (*shape, 3), dtype=np.uint8)
+        background = rng.random(3)
+        levels, ref = _both(monkeypatch, score_module._levels, rgb, background)
+        assert levels.dtype == np.int16 and np.array_equal(levels, ref), trial
+        for threshold in (0.0, 0.15, 0.5):
+            edges, ref = _both(monkeypatch, score_module._edges, levels, threshold)
+            assert np.array_equal(edges, ref), (trial, threshold)
+    # a one-pixel change moves the blur (the comparison is not vacuous)
+    x = np.zeros(shape, np.float32)
+    x[shape[0] // 2, shape[1] // 2] = 1.0
+    assert not np.array_equal(score_module._blur(x, 2.0), np.zeros(shape, np.float32))
+
+
+@needs_c
+def test_compiled_scores_equal_the_numpy_scores_on_rendered_figures(figures, monkeypatch):
+    """Every term of every degradation, colour term on and off, at 512 and 96 px: the same floats."""
+    from r1vision.tasks.svg.sanitize import SanitizeLimits
+    from r1vision.tasks.svg.worker import _render_in_worker
+
+    limits = SanitizeLimits()
+    for size in (512, 96):
+        for k, (svg, width, height) in enumerate(figures[:2]):
+            w, h = canvas_size(width, height, size)
+            gt = _render_in_worker(svg, w, h, limits)[1]
+            preds = [
+                _render_in_worker(degrade(svg, kind, random.Random(k)), w, h, limits)[1] for kind in KINDS
+            ]
+            for colour in (True, False):
+                config = RewardConfig(colour=colour).compare_fields()
+
+                def scores(gt=gt, preds=preds, config=config):
+                    prepared = score_module.prepare(gt, config)
+                    return [score_module.score(prepared, p, config) for p in preds if p is not None]
+
+                fast, ref = _both(monkeypatch, scores)
+                assert len(fast) >= len(KINDS) - 2 and fast == ref, (size, k, colour)

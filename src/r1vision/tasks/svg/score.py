@@ -29,16 +29,29 @@ The ground truth's share of the work (ink, blur, local moments, dilated edges) i
 (:func:`prepare`) and cached by the caller, so a completion costs one blur and one dilation at the
 comparison size and three box filters at half of it. :func:`standard_ssim` is the SSIM VFig's evaluation
 reports (per-channel RGB, scikit-image defaults), for evaluation only.
+
+The image filters (ink levels, the Gaussian blur, the 7x7 box filters, edges and their dilation) run in C when
+``_fastscore`` is built (``_fastscore.c``, at install with a C compiler): the same operations in the same
+order, so the same numbers bit for bit (``tests/tasks/svg/test_score.py``) at a fraction of numpy's passes
+over memory. Without it, or with ``R1VISION_PURE_PYTHON=1``, the numpy/scipy paths below run.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import fft as sfft
 from scipy import ndimage
+
+try:  # a relative import: the render workers load this folder as a private package, without r1vision
+    if os.environ.get("R1VISION_PURE_PYTHON", "") not in ("", "0"):
+        raise ImportError("R1VISION_PURE_PYTHON is set")
+    from . import _fastscore as _fast
+except ImportError:
+    _fast = None
 
 _INKED = 0.1  # ink level (of 1) above which a pixel counts as drawn, for the colour term
 # SSIM constants for data range 1 (Wang et al. 2004, as scikit-image's defaults).
@@ -105,8 +118,12 @@ def _levels(rgb: np.ndarray, background: np.ndarray) -> np.ndarray:
     """Ink in grey levels (``int16``, 0-247): the largest channel difference from ``background`` less a dead
     zone. Edges, the inked mask and "has ink" are read from these integers (cheaper than from floats, and
     the same pixels: a threshold of ``t`` of 1 is a step of more than ``t x 255`` levels)."""
-    # Channel by channel (a reduction over a length-3 last axis is several times slower in numpy).
     bg = np.rint(np.asarray(background, np.float32) * 255).astype(np.int16)
+    if _fast is not None and _c_ready(rgb, np.uint8, 3) and rgb.shape[2] == 3:
+        out = np.empty(rgb.shape[:2], np.int16)
+        _fast.levels(rgb, out, *rgb.shape[:2], int(bg[0]), int(bg[1]), int(bg[2]), _DEAD_ZONE)
+        return out
+    # Channel by channel (a reduction over a length-3 last axis is several times slower in numpy).
     ink = np.abs(rgb[..., 0].astype(np.int16) - bg[0])
     np.maximum(ink, np.abs(rgb[..., 1].astype(np.int16) - bg[1]), out=ink)
     np.maximum(ink, np.abs(rgb[..., 2].astype(np.int16) - bg[2]), out=ink)
@@ -118,6 +135,11 @@ def _levels(rgb: np.ndarray, background: np.ndarray) -> np.ndarray:
     ink[[0, -1], :] = 0
     ink[:, [0, -1]] = 0
     return ink
+
+
+def _c_ready(x: np.ndarray, dtype: type, ndim: int = 2) -> bool:
+    """Whether ``x`` can go to a C filter as it is (C-contiguous, of ``dtype`` and ``ndim``, not empty)."""
+    return x.dtype == dtype and x.ndim == ndim and x.flags.c_contiguous and x.size > 0
 
 
 def _ink(rgb: np.ndarray, background: np.ndarray) -> np.ndarray:
@@ -142,6 +164,10 @@ _INKED_LEVEL = _level(_INKED)  # drawn pixels, "has ink" and the colour term's m
 def _edges(levels: np.ndarray, threshold: float) -> np.ndarray:
     """Pixels where the ink steps by more than ``threshold`` to the right or downwards neighbour."""
     t = _level(threshold)
+    if _fast is not None and _c_ready(levels, np.int16):
+        out = np.empty(levels.shape, bool)
+        _fast.edges(levels, out, *levels.shape, t)
+        return out
     out = np.zeros(levels.shape, bool)
     out[:, :-1] |= np.abs(np.diff(levels, axis=1)) > t
     out[:-1, :] |= np.abs(np.diff(levels, axis=0)) > t
@@ -153,6 +179,10 @@ def _dilate(mask: np.ndarray, radius: int) -> np.ndarray:
     ``ndimage.maximum_filter`` at a sixth of its time on a 512 px page."""
     if radius <= 0:
         return mask
+    if _fast is not None and _c_ready(mask, np.bool_):
+        out = np.empty_like(mask)
+        _fast.dilate(mask, out, *mask.shape, radius)
+        return out
     out = mask.copy()
     for k in range(1, min(radius, out.shape[0] - 1) + 1):
         out[k:] |= mask[:-k]
@@ -184,7 +214,10 @@ def _blur(x: np.ndarray, sigma: float) -> np.ndarray:
     k = np.exp(-0.5 * (np.arange(r + 1) / float(sigma)) ** 2)
     k = (k / (2 * k.sum() - k[0])).astype(np.float32)
     out = np.zeros_like(x)
-    out[r0:r1, c0:c1] = _mirror_sums(_mirror_sums(x[r0:r1, c0:c1], k, axis=0), k, axis=1)
+    if _fast is not None and _c_ready(x, np.float32):
+        _fast.blur(x, out, *x.shape, k, r0, r1, c0, c1)
+    else:
+        out[r0:r1, c0:c1] = _mirror_sums(_mirror_sums(x[r0:r1, c0:c1], k, axis=0), k, axis=1)
     return out
 
 
@@ -211,9 +244,18 @@ def _mirror_sums(x: np.ndarray, k: np.ndarray, axis: int) -> np.ndarray:
     return out
 
 
+def _box(x: np.ndarray) -> np.ndarray:
+    """``ndimage.uniform_filter(x, 7)`` (the SSIM window), in C for a float32 image of at least 7x7."""
+    if _fast is not None and _c_ready(x, np.float32) and min(x.shape) >= _WIN:
+        out = np.empty_like(x)
+        _fast.box(x, out, *x.shape, _WIN)
+        return out
+    return ndimage.uniform_filter(x, _WIN)
+
+
 def _moments(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    mean = ndimage.uniform_filter(x, _WIN)
-    return mean, ndimage.uniform_filter(x * x, _WIN) - mean * mean
+    mean = _box(x)
+    return mean, _box(x * x) - mean * mean
 
 
 def background_colour(rgb: np.ndarray) -> np.ndarray:
@@ -355,7 +397,7 @@ def score(gt: Prepared, pred: np.ndarray, config: dict | RewardConfig | None = N
         has_ink = _has_ink(levels)
         ssim = 1.0 if has_ink == gt.has_ink and abs(gt.norm - norm_b) <= 0.05 * max(gt.norm, 1.0) else 0.0
     else:
-        cov = ndimage.uniform_filter(gt.small * small, _WIN) - gt.mean * mean_b
+        cov = _box(gt.small * small) - gt.mean * mean_b
         num = (2 * gt.mean * mean_b + _C1) * (2 * cov + _C2)
         den = (gt.mean * gt.mean + mean_b * mean_b + _C1) * (gt.var + var_b + _C2)
         ssim = float(np.clip(num[mask] / den[mask], 0.0, 1.0).mean())
