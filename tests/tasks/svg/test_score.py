@@ -304,6 +304,15 @@ def test_compiled_filters_equal_the_numpy_paths(shape, monkeypatch):
         for threshold in (0.0, 0.15, 0.5):
             edges, ref = _both(monkeypatch, score_module._edges, levels, threshold)
             assert np.array_equal(edges, ref), (trial, threshold)
+        sparse = np.where(rng.random(shape) < (0.5, 0.9, 0.99, 1.0)[trial], 0, levels).astype(np.int16)
+        for sigma in (0.7, 2.0):
+            blurred, ref = _both(monkeypatch, score_module._blurred_ink, sparse, sigma)
+            assert blurred.dtype == np.float32 and np.array_equal(blurred, ref), (trial, sigma)
+        if min(shape) >= 14:  # SSIM at half resolution needs a 7x7 window
+            gt = score_module.prepare(np.where(rng.random((*shape, 1)) < 0.7, 255, rgb).astype(np.uint8))
+            small = np.ascontiguousarray(x[::2, ::2])
+            (ratio, var_b), (ref_ratio, ref_var) = _both(monkeypatch, score_module._ssim_map, gt, small)
+            assert np.array_equal(ratio, ref_ratio) and np.array_equal(var_b, ref_var), trial
     # a one-pixel change moves the blur (the comparison is not vacuous)
     x = np.zeros(shape, np.float32)
     x[shape[0] // 2, shape[1] // 2] = 1.0

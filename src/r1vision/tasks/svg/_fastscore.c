@@ -7,9 +7,11 @@
  * stays in cache, where numpy makes a full-page pass (and a temporary) per tap and operation.
  *
  * - levels: score._levels (ink in grey levels from RGB uint8);
- * - blur: score._blur's separable Gaussian of the inked box (float32 sums of mirrored pairs);
+ * - blur, blur_levels: score._blur's separable Gaussian of the inked box (float32 sums of mirrored pairs),
+ *   the second straight from the grey levels (score._blurred_ink);
  * - box: scipy.ndimage.uniform_filter(x, size) of a float32 image, 'reflect' border: scipy's running
  *   sums (since scipy 1.0) in double per line, axis 0 first, the float32 intermediate scipy's output is;
+ * - ssim_map: score.score's SSIM arithmetic over those box filters, operation for operation in float32;
  * - edges: score._edges (ink steps to the right or downwards neighbour above a grey-level threshold);
  * - dilate: score._dilate, a square binary dilation clipped at the borders.
  *
@@ -79,39 +81,17 @@ static inline Py_ssize_t reflect(Py_ssize_t j, Py_ssize_t n) {
     return j;
 }
 
-PyDoc_STRVAR(blur_doc,
-             "blur(x, out, h, w, k, r0, r1, c0, c1): the symmetric float32 filter k (centre tap first) along rows "
-             "then columns of x[r0:r1, c0:c1], into the same box of out (h x w float32; the rest untouched).");
-
-static PyObject *blur(PyObject *self, PyObject *args) {
-    Py_buffer in, out, kb;
-    Py_ssize_t h, w, r0, r1, c0, c1;
-    if (!PyArg_ParseTuple(args, "y*w*nny*nnnn:blur", &in, &out, &h, &w, &kb, &r0, &r1, &c0, &c1)) return NULL;
-    PyObject *result = NULL;
-    float *tmp = NULL;
-    Py_ssize_t r = kb.len / (Py_ssize_t)sizeof(float) - 1, n = r1 - r0, m = c1 - c0;
-    if (h < 1 || w < 1 || !check_len(&in, h * w, 4, "x") || !check_len(&out, h * w, 4, "out")) goto done;
-    if (kb.len % sizeof(float) || r < 0 || r0 < 0 || c0 < 0 || r1 > h || c1 > w || n < r || m < r || n < 1 ||
-        m < 1) {
-        PyErr_SetString(PyExc_ValueError, "blur: box outside the image or narrower than the kernel");
-        goto done;
-    }
-    tmp = malloc((size_t)n * m * sizeof(float));
-    if (!tmp) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    const float *x = in.buf, *k = kb.buf;
-    float *o = out.buf;
-    Py_BEGIN_ALLOW_THREADS
-    /* along axis 0: row j of the box is x*k0 plus, tap by tap, (forward + backward) * k[i] */
+/* The separable blur of an n x m box: x (row stride xs) into o (row stride os), rows then columns, each
+ * output x*k0 plus, tap by tap, (forward + backward) * k[i] in float32, reflect border at the box's edges
+ * (score._mirror_sums twice). tmp holds n x m floats. */
+static void blur_kernel(const float *restrict x, Py_ssize_t xs, float *restrict o, Py_ssize_t os, Py_ssize_t n,
+                        Py_ssize_t m, const float *restrict k, Py_ssize_t r, float *restrict tmp) {
     for (Py_ssize_t j = 0; j < n; j++) {
-        float *t = tmp + j * m;
-        const float *row = x + (r0 + j) * w + c0;
+        float *restrict t = tmp + j * m;
+        const float *row = x + j * xs;
         for (Py_ssize_t c = 0; c < m; c++) t[c] = row[c] * k[0];
         for (Py_ssize_t i = 1; i <= r; i++) {
-            const float *a = x + (r0 + reflect(j + i, n)) * w + c0;
-            const float *b = x + (r0 + reflect(j - i, n)) * w + c0;
+            const float *a = x + reflect(j + i, n) * xs, *b = x + reflect(j - i, n) * xs;
             const float ki = k[i];
             for (Py_ssize_t c = 0; c < m; c++) {
                 float s = a[c] + b[c];
@@ -120,10 +100,9 @@ static PyObject *blur(PyObject *self, PyObject *args) {
             }
         }
     }
-    /* along axis 1, same sums, into the box of out */
     for (Py_ssize_t j = 0; j < n; j++) {
-        const float *t = tmp + j * m;
-        float *dst = o + (r0 + j) * w + c0;
+        const float *restrict t = tmp + j * m;
+        float *restrict dst = o + j * os;
         for (Py_ssize_t c = 0; c < m; c++) dst[c] = t[c] * k[0];
         for (Py_ssize_t i = 1; i <= r; i++) {
             const float ki = k[i];
@@ -145,10 +124,102 @@ static PyObject *blur(PyObject *self, PyObject *args) {
             }
         }
     }
+}
+
+/* The kernel's taps, checked: k holds r + 1 floats, r >= 0. */
+static int taps(Py_buffer *kb, Py_ssize_t *r) {
+    if (kb->len % (Py_ssize_t)sizeof(float) || kb->len < (Py_ssize_t)sizeof(float)) {
+        PyErr_SetString(PyExc_ValueError, "blur: the taps must be float32, at least one");
+        return 0;
+    }
+    *r = kb->len / (Py_ssize_t)sizeof(float) - 1;
+    return 1;
+}
+
+PyDoc_STRVAR(blur_doc,
+             "blur(x, out, h, w, k, r0, r1, c0, c1): the symmetric float32 filter k (centre tap first) along rows "
+             "then columns of x[r0:r1, c0:c1], into the same box of out (h x w float32; the rest untouched).");
+
+static PyObject *blur(PyObject *self, PyObject *args) {
+    Py_buffer in, out, kb;
+    Py_ssize_t h, w, r0, r1, c0, c1, r;
+    if (!PyArg_ParseTuple(args, "y*w*nny*nnnn:blur", &in, &out, &h, &w, &kb, &r0, &r1, &c0, &c1)) return NULL;
+    PyObject *result = NULL;
+    float *tmp = NULL;
+    Py_ssize_t n = r1 - r0, m = c1 - c0;
+    if (h < 1 || w < 1 || !check_len(&in, h * w, 4, "x") || !check_len(&out, h * w, 4, "out") || !taps(&kb, &r))
+        goto done;
+    if (r0 < 0 || c0 < 0 || r1 > h || c1 > w || n < r || m < r || n < 1 || m < 1) {
+        PyErr_SetString(PyExc_ValueError, "blur: box outside the image or narrower than the kernel");
+        goto done;
+    }
+    if (!(tmp = malloc((size_t)n * m * sizeof(float)))) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    blur_kernel((const float *)in.buf + r0 * w + c0, w, (float *)out.buf + r0 * w + c0, w, n, m, kb.buf, r, tmp);
     Py_END_ALLOW_THREADS
     result = Py_NewRef(Py_None);
 done:
     free(tmp);
+    PyBuffer_Release(&in);
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&kb);
+    return result;
+}
+
+PyDoc_STRVAR(blur_levels_doc,
+             "blur_levels(levels, out, h, w, k, scale): blur(levels * scale as float32) over the inked box "
+             "(nonzero levels) and len(k) - 1 pixels around it, into zeroed out; score._blur(_as_float(levels)).");
+
+static PyObject *blur_levels(PyObject *self, PyObject *args) {
+    Py_buffer in, out, kb;
+    Py_ssize_t h, w, r;
+    float scale;
+    if (!PyArg_ParseTuple(args, "y*w*nny*f:blur_levels", &in, &out, &h, &w, &kb, &scale)) return NULL;
+    PyObject *result = NULL;
+    float *buf = NULL;
+    if (h < 1 || w < 1 || !check_len(&in, h * w, 2, "levels") || !check_len(&out, h * w, 4, "out") ||
+        !taps(&kb, &r))
+        goto done;
+    if (h <= 2 * r + 1 || w <= 2 * r + 1) {
+        PyErr_SetString(PyExc_ValueError, "blur_levels: the image must be wider than the kernel");
+        goto done;
+    }
+    const int16_t *l = in.buf;
+    Py_ssize_t top = h, bottom = -1, left = w, right = -1;
+    for (Py_ssize_t y = 0; y < h; y++) {
+        const int16_t *row = l + y * w;
+        Py_ssize_t x0 = 0, x1 = w - 1;
+        while (x0 < w && row[x0] == 0) x0++;
+        if (x0 == w) continue;
+        while (row[x1] == 0) x1--;
+        top = top < y ? top : y;
+        bottom = y;
+        left = left < x0 ? left : x0;
+        right = right > x1 ? right : x1;
+    }
+    if (bottom < 0) { /* no ink: the blur is zero */
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    Py_ssize_t r0 = top - r > 0 ? top - r : 0, r1 = bottom + r + 1 < h ? bottom + r + 1 : h;
+    Py_ssize_t c0 = left - r > 0 ? left - r : 0, c1 = right + r + 1 < w ? right + r + 1 : w;
+    Py_ssize_t n = r1 - r0, m = c1 - c0;
+    if (!(buf = malloc((size_t)2 * n * m * sizeof(float)))) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    float *restrict x = buf;
+    for (Py_ssize_t j = 0; j < n; j++) /* what _as_float gives: float32(level) * float32(1/255) */
+        for (Py_ssize_t c = 0; c < m; c++) x[j * m + c] = (float)l[(r0 + j) * w + c0 + c] * scale;
+    blur_kernel(x, m, (float *)out.buf + r0 * w + c0, w, n, m, kb.buf, r, buf + n * m);
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    free(buf);
     PyBuffer_Release(&in);
     PyBuffer_Release(&out);
     PyBuffer_Release(&kb);
@@ -228,6 +299,85 @@ done:
     free(acc);
     PyBuffer_Release(&in);
     PyBuffer_Release(&out);
+    return result;
+}
+
+PyDoc_STRVAR(ssim_map_doc,
+             "ssim_map(gt_small, gt_mean, gt_var, small, ratio, var_b, h, w, size, c1, c2): score.score's SSIM "
+             "ratio per pixel (num / den, float32) and the prediction's local variance, for the 7x7 window.");
+
+/* score.score's SSIM arithmetic, each operation in float32 in numpy's order (x * x, the box filters, the
+ * moments, num and den); one pass per pixel instead of a page-sized temporary per operation. */
+static void ssim_kernel(const float *restrict gs, const float *restrict gm, const float *restrict gv,
+                        const float *restrict x, float *restrict ratio, float *restrict var_b, Py_ssize_t h,
+                        Py_ssize_t w, Py_ssize_t size, float c1, float c2, float *restrict mean_b,
+                        float *restrict prod, float *restrict mid, double *restrict acc) {
+    const Py_ssize_t n = h * w;
+    box_axis0(x, mid, h, w, size, acc);
+    box_axis1(mid, mean_b, h, w, size);
+    for (Py_ssize_t i = 0; i < n; i++) prod[i] = x[i] * x[i];
+    box_axis0(prod, mid, h, w, size, acc);
+    box_axis1(mid, var_b, h, w, size);
+    for (Py_ssize_t i = 0; i < n; i++) var_b[i] = var_b[i] - mean_b[i] * mean_b[i];
+    for (Py_ssize_t i = 0; i < n; i++) prod[i] = gs[i] * x[i];
+    box_axis0(prod, mid, h, w, size, acc);
+    box_axis1(mid, ratio, h, w, size); /* the local mean of gt * pred, for now */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        float cov = ratio[i] - gm[i] * mean_b[i];
+        float num = 2.0f * gm[i];
+        num = num * mean_b[i];
+        num = num + c1;
+        float t = 2.0f * cov;
+        t = t + c2;
+        num = num * t;
+        float den = gm[i] * gm[i];
+        den = den + mean_b[i] * mean_b[i];
+        den = den + c1;
+        float v = gv[i] + var_b[i];
+        v = v + c2;
+        den = den * v;
+        ratio[i] = num / den;
+    }
+}
+
+static PyObject *ssim_map(PyObject *self, PyObject *args) {
+    Py_buffer gs, gm, gv, x, ratio, var_b;
+    Py_ssize_t h, w, size;
+    float c1, c2;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*w*w*nnnff:ssim_map", &gs, &gm, &gv, &x, &ratio, &var_b, &h, &w, &size,
+                          &c1, &c2))
+        return NULL;
+    PyObject *result = NULL;
+    float *work = NULL;
+    double *acc = NULL;
+    if (h < 1 || w < 1 || !check_len(&gs, h * w, 4, "gt_small") || !check_len(&gm, h * w, 4, "gt_mean") ||
+        !check_len(&gv, h * w, 4, "gt_var") || !check_len(&x, h * w, 4, "small") ||
+        !check_len(&ratio, h * w, 4, "ratio") || !check_len(&var_b, h * w, 4, "var_b"))
+        goto done;
+    if (size < 1 || size / 2 > h || size / 2 > w || size - size / 2 - 1 > h || size - size / 2 - 1 > w) {
+        PyErr_SetString(PyExc_ValueError, "ssim_map: window larger than the image");
+        goto done;
+    }
+    work = malloc((size_t)3 * h * w * sizeof(float));
+    acc = malloc((size_t)w * sizeof(double));
+    if (!work || !acc) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ssim_kernel(gs.buf, gm.buf, gv.buf, x.buf, ratio.buf, var_b.buf, h, w, size, c1, c2, work, work + h * w,
+                work + 2 * h * w, acc);
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    free(work);
+    free(acc);
+    PyBuffer_Release(&gs);
+    PyBuffer_Release(&gm);
+    PyBuffer_Release(&gv);
+    PyBuffer_Release(&x);
+    PyBuffer_Release(&ratio);
+    PyBuffer_Release(&var_b);
     return result;
 }
 
@@ -328,7 +478,9 @@ done:
 static PyMethodDef methods[] = {
     {"levels", levels, METH_VARARGS, levels_doc},
     {"blur", blur, METH_VARARGS, blur_doc},
+    {"blur_levels", blur_levels, METH_VARARGS, blur_levels_doc},
     {"box", box, METH_VARARGS, box_doc},
+    {"ssim_map", ssim_map, METH_VARARGS, ssim_map_doc},
     {"edges", edges, METH_VARARGS, edges_doc},
     {"dilate", dilate, METH_VARARGS, dilate_doc},
     {NULL, NULL, 0, NULL},

@@ -78,7 +78,7 @@ class RewardConfig:
     timeout_s: float | None = None  # per render; None = the pool's
     gt_cache_size: int = 256  # ~0.5 MB each at 512 px
     score_cache_size: int = 4096
-    colour: bool = True  # compute the colour term (off when no reward weighs it: 21-23 % of a score's time)
+    colour: bool = True  # compute the colour term (off when no reward weighs it: ~10 % of a score's time)
 
     def compare_fields(self) -> dict[str, float]:
         """The fields the scoring math needs (what a worker receives)."""
@@ -202,7 +202,7 @@ def _blur(x: np.ndarray, sigma: float) -> np.ndarray:
     Only the inked box and ``radius`` around it is filtered (the rest stays 0): a figure's ink covers about
     half of its page, and a crop's own mirrored border there is the zero rows it starts with, so every pixel
     sees the same sums in the same order as on the whole page (bit for bit)."""
-    r = int(4.0 * float(sigma) + 0.5)
+    r = _blur_radius(sigma)
     if r < 1 or min(x.shape) <= 2 * r + 1:  # a tiny canvas: scipy's loop is cheap and handles any border
         return ndimage.gaussian_filter(x, sigma)
     rows = np.flatnonzero(x.any(axis=1))
@@ -211,13 +211,32 @@ def _blur(x: np.ndarray, sigma: float) -> np.ndarray:
     cols = np.flatnonzero(x.any(axis=0))
     r0, r1 = max(int(rows[0]) - r, 0), min(int(rows[-1]) + r + 1, x.shape[0])
     c0, c1 = max(int(cols[0]) - r, 0), min(int(cols[-1]) + r + 1, x.shape[1])
-    k = np.exp(-0.5 * (np.arange(r + 1) / float(sigma)) ** 2)
-    k = (k / (2 * k.sum() - k[0])).astype(np.float32)
+    k = _gaussian_taps(sigma)
     out = np.zeros_like(x)
     if _fast is not None and _c_ready(x, np.float32):
         _fast.blur(x, out, *x.shape, k, r0, r1, c0, c1)
     else:
         out[r0:r1, c0:c1] = _mirror_sums(_mirror_sums(x[r0:r1, c0:c1], k, axis=0), k, axis=1)
+    return out
+
+
+def _blur_radius(sigma: float) -> int:
+    return int(4.0 * float(sigma) + 0.5)  # scipy's truncate=4
+
+
+def _gaussian_taps(sigma: float) -> np.ndarray:
+    """scipy's Gaussian kernel from its centre tap outwards, normalised over both sides, as float32."""
+    k = np.exp(-0.5 * (np.arange(_blur_radius(sigma) + 1) / float(sigma)) ** 2)
+    return (k / (2 * k.sum() - k[0])).astype(np.float32)
+
+
+def _blurred_ink(levels: np.ndarray, sigma: float) -> np.ndarray:
+    """``_blur(_as_float(levels), sigma)``: in C straight from the grey levels when built (no float page)."""
+    r = _blur_radius(sigma)
+    if _fast is None or not _c_ready(levels, np.int16) or r < 1 or min(levels.shape) <= 2 * r + 1:
+        return _blur(_as_float(levels), sigma)
+    out = np.zeros(levels.shape, np.float32)
+    _fast.blur_levels(levels, out, *levels.shape, _gaussian_taps(sigma), float(np.float32(1 / 255)))
     return out
 
 
@@ -258,6 +277,20 @@ def _moments(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mean, _box(x * x) - mean * mean
 
 
+def _ssim_map(gt: Prepared, small: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """SSIM's ``num / den`` per pixel of the half-resolution blurred inks, and the prediction's local
+    variance (for the structure mask). In C, one pass per pixel, when built."""
+    if _fast is not None and _c_ready(small, np.float32) and min(small.shape) >= _WIN:
+        ratio, var_b = np.empty_like(small), np.empty_like(small)
+        _fast.ssim_map(gt.small, gt.mean, gt.var, small, ratio, var_b, *small.shape, _WIN, _C1, _C2)
+        return ratio, var_b
+    mean_b, var_b = _moments(small)
+    cov = _box(gt.small * small) - gt.mean * mean_b
+    num = (2 * gt.mean * mean_b + _C1) * (2 * cov + _C2)
+    den = (gt.mean * gt.mean + mean_b * mean_b + _C1) * (gt.var + var_b + _C2)
+    return num / den, var_b
+
+
 def background_colour(rgb: np.ndarray) -> np.ndarray:
     """The canvas colour of a figure, in [0, 1]: the per-channel median of a one-pixel ring two pixels inside
     the border (the outermost pixels of a full-canvas fill are anti-aliased against white) when that colour
@@ -286,7 +319,7 @@ def prepare(gt: np.ndarray, config: dict | RewardConfig | None = None) -> Prepar
     cfg = _fields(config)
     background = background_colour(gt)
     levels = _levels(gt, background)
-    blurred = _blur(_as_float(levels), cfg["blur_sigma"])
+    blurred = _blurred_ink(levels, cfg["blur_sigma"])
     small = np.ascontiguousarray(blurred[::2, ::2])
     mean, var = _moments(small)
     edges = _edges(levels, cfg["edge_threshold"])
@@ -380,7 +413,7 @@ def score(gt: Prepared, pred: np.ndarray, config: dict | RewardConfig | None = N
         raise ValueError(f"prediction {pred.shape[:2]} and ground truth {gt.shape} differ in size")
     # The prediction's ink is measured from its own canvas colour: an empty page of any colour has none.
     levels = _levels(pred, background_colour(pred))
-    blurred = _blur(_as_float(levels), cfg["blur_sigma"])
+    blurred = _blurred_ink(levels, cfg["blur_sigma"])
     radius = _radius(gt.shape, cfg)
     dy, dx = register(gt, blurred, radius)
     if dy or dx:
@@ -390,17 +423,13 @@ def score(gt: Prepared, pred: np.ndarray, config: dict | RewardConfig | None = N
     denom = gt.norm + norm_b
     pixel = 1.0 if denom < 1e-6 else float(np.clip(2.0 * np.vdot(gt.blurred, blurred) / denom, 0.0, 1.0))
 
-    small = np.ascontiguousarray(blurred[::2, ::2])
-    mean_b, var_b = _moments(small)
+    ratio, var_b = _ssim_map(gt, np.ascontiguousarray(blurred[::2, ::2]))
     mask = gt.structure | (var_b > cfg["structure_threshold"] ** 2)
     if not mask.any():  # neither image has structure: equal only if both are empty
         has_ink = _has_ink(levels)
         ssim = 1.0 if has_ink == gt.has_ink and abs(gt.norm - norm_b) <= 0.05 * max(gt.norm, 1.0) else 0.0
     else:
-        cov = _box(gt.small * small) - gt.mean * mean_b
-        num = (2 * gt.mean * mean_b + _C1) * (2 * cov + _C2)
-        den = (gt.mean * gt.mean + mean_b * mean_b + _C1) * (gt.var + var_b + _C2)
-        ssim = float(np.clip(num[mask] / den[mask], 0.0, 1.0).mean())
+        ssim = float(np.clip(ratio[mask], 0.0, 1.0).mean())
 
     edges = _edges(levels, cfg["edge_threshold"])
     nb = int(edges.sum())
@@ -414,20 +443,23 @@ def score(gt: Prepared, pred: np.ndarray, config: dict | RewardConfig | None = N
         precision = float(np.count_nonzero(edges & gt.edges_dilated)) / nb
         recall = float(np.count_nonzero(gt.edges & _dilate(edges, int(cfg["edge_tolerance"])))) / gt.n_edges
         edge = 0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall)
-    # Registered onto the ground truth already; a flat index is a cheaper gather than a pair of indices.
-    both = np.flatnonzero(gt.inked & (levels > _INKED_LEVEL)) if cfg.get("colour", 1.0) else None
-    if both is None:  # no reward weighs the colour term: not computed
-        colour = 0.0
-    elif not both.size:
-        colour = 1.0 if not gt.has_ink and not _has_ink(levels) else 0.0
-    else:
-        # Only the pixels both have inked, read from the prediction where the registration moved them from
-        # (a shifted pixel that was ink lies inside the image), in integers: no float copy of the page.
-        diff = pred.reshape(-1, 3).take(both + (dy * gt.shape[1] + dx), axis=0).astype(np.int16)
-        diff -= gt.rgb.reshape(-1, 3).take(both, axis=0)
-        np.abs(diff, out=diff)
-        colour = float(1.0 - np.maximum(np.maximum(diff[:, 0], diff[:, 1]), diff[:, 2]).mean() / 255.0)
+    colour = _colour(gt, pred, levels, dy * gt.shape[1] + dx) if cfg.get("colour", 1.0) else 0.0
     return {"pixel": keep * pixel, "ssim": keep * ssim, "edge": keep * float(edge), "colour": keep * colour}
+
+
+def _colour(gt: Prepared, pred: np.ndarray, levels: np.ndarray, offset: int) -> float:
+    """The colour term: 1 - the mean largest channel difference (of 255) over the pixels both images have
+    inked. ``levels`` are the prediction's, registered onto the ground truth; its pixel ``i`` was read from
+    ``i + offset`` of ``pred`` (a shifted pixel that was ink lies inside the image). In numpy: the pixels
+    are few and scattered, and a C loop over the page was no faster than this gather."""
+    both = np.flatnonzero(gt.inked & (levels > _INKED_LEVEL))
+    if not both.size:  # nothing inked in both: equal only if both are blank
+        return 1.0 if not gt.has_ink and not _has_ink(levels) else 0.0
+    # A flat index is a cheaper gather than a pair of indices; integers, no float copy of the page.
+    diff = pred.reshape(-1, 3).take(both + offset, axis=0).astype(np.int16)
+    diff -= gt.rgb.reshape(-1, 3).take(both, axis=0)
+    np.abs(diff, out=diff)
+    return float(1.0 - np.maximum(np.maximum(diff[:, 0], diff[:, 1]), diff[:, 2]).mean() / 255.0)
 
 
 def compare(gt: np.ndarray, pred: np.ndarray, config: dict | RewardConfig | None = None) -> dict[str, float]:
