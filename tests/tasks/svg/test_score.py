@@ -301,7 +301,7 @@ def test_compiled_filters_equal_the_numpy_paths(shape, monkeypatch):
         background = rng.random(3)
         levels, ref = _both(monkeypatch, score_module._levels, rgb, background)
         assert levels.dtype == np.int16 and np.array_equal(levels, ref), trial
-        for threshold in (0.0, 0.15, 0.5):
+        for threshold in (0.0, 0.15, 0.5, 1.5):
             edges, ref = _both(monkeypatch, score_module._edges, levels, threshold)
             assert np.array_equal(edges, ref), (trial, threshold)
         sparse = np.where(rng.random(shape) < (0.5, 0.9, 0.99, 1.0)[trial], 0, levels).astype(np.int16)

@@ -164,7 +164,7 @@ _INKED_LEVEL = _level(_INKED)  # drawn pixels, "has ink" and the colour term's m
 def _edges(levels: np.ndarray, threshold: float) -> np.ndarray:
     """Pixels where the ink steps by more than ``threshold`` to the right or downwards neighbour."""
     t = _level(threshold)
-    if _fast is not None and _c_ready(levels, np.int16):
+    if _fast is not None and _c_ready(levels, np.int16) and 0 <= t <= 255:  # (a threshold above 1 finds none)
         out = np.empty(levels.shape, bool)
         _fast.edges(levels, out, *levels.shape, t)
         return out
