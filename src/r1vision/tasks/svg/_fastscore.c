@@ -34,13 +34,13 @@ static int check_len(Py_buffer *b, Py_ssize_t n, Py_ssize_t item, const char *na
 
 PyDoc_STRVAR(levels_doc, "levels(rgb, out, h, w, b0, b1, b2, dead): ink grey levels of RGB uint8 into int16 out.");
 
-/* The kernels take their sizes by value: a size whose address went to PyArg_ParseTuple could, for the
- * compiler, be changed by any byte store, and then no loop over it is vectorised. */
 static inline uint8_t absdiff(uint8_t a, uint8_t b) { return a > b ? a - b : b - a; }
 
+/* The kernels take their sizes by value: a size whose address went to PyArg_ParseTuple could, for the
+ * compiler, be changed by any byte store, and then no loop over it is vectorised. */
 static void levels_kernel(const uint8_t *restrict p, int16_t *restrict o, Py_ssize_t h, Py_ssize_t w, uint8_t b0,
                           uint8_t b1, uint8_t b2, uint8_t dead) {
-    /* in bytes (|a - b| of two bytes is a byte), 16 pixels per vector */
+    /* in bytes (|a - b| of two bytes is a byte); the stride-3 reads keep this loop scalar */
     for (Py_ssize_t i = 0; i < h * w; i++) {
         uint8_t a = absdiff(p[3 * i], b0), b = absdiff(p[3 * i + 1], b1), c = absdiff(p[3 * i + 2], b2);
         uint8_t m = a > b ? a : b;
