@@ -7,8 +7,8 @@
  * stays in cache, where numpy makes a full-page pass (and a temporary) per tap and operation.
  *
  * - levels: score._levels (ink in grey levels from RGB uint8);
- * - blur, blur_levels: score._blur's separable Gaussian of the inked box (float32 sums of mirrored pairs),
- *   the second straight from the grey levels (score._blurred_ink);
+ * - blur_levels: score._blur's separable Gaussian of the inked box (float32 sums of mirrored pairs) of
+ *   the ink as float32, read straight from the grey levels (score._blurred_ink);
  * - box: scipy.ndimage.uniform_filter(x, size) of a float32 image, 'reflect' border: scipy's running
  *   sums (since scipy 1.0) in double per line, axis 0 first, the float32 intermediate scipy's output is;
  * - ssim_map: score.score's SSIM arithmetic over those box filters, operation for operation in float32;
@@ -126,49 +126,6 @@ static void blur_kernel(const float *restrict x, Py_ssize_t xs, float *restrict 
     }
 }
 
-/* The kernel's taps, checked: k holds r + 1 floats, r >= 0. */
-static int taps(Py_buffer *kb, Py_ssize_t *r) {
-    if (kb->len % (Py_ssize_t)sizeof(float) || kb->len < (Py_ssize_t)sizeof(float)) {
-        PyErr_SetString(PyExc_ValueError, "blur: the taps must be float32, at least one");
-        return 0;
-    }
-    *r = kb->len / (Py_ssize_t)sizeof(float) - 1;
-    return 1;
-}
-
-PyDoc_STRVAR(blur_doc,
-             "blur(x, out, h, w, k, r0, r1, c0, c1): the symmetric float32 filter k (centre tap first) along rows "
-             "then columns of x[r0:r1, c0:c1], into the same box of out (h x w float32; the rest untouched).");
-
-static PyObject *blur(PyObject *self, PyObject *args) {
-    Py_buffer in, out, kb;
-    Py_ssize_t h, w, r0, r1, c0, c1, r;
-    if (!PyArg_ParseTuple(args, "y*w*nny*nnnn:blur", &in, &out, &h, &w, &kb, &r0, &r1, &c0, &c1)) return NULL;
-    PyObject *result = NULL;
-    float *tmp = NULL;
-    Py_ssize_t n = r1 - r0, m = c1 - c0;
-    if (h < 1 || w < 1 || !check_len(&in, h * w, 4, "x") || !check_len(&out, h * w, 4, "out") || !taps(&kb, &r))
-        goto done;
-    if (r0 < 0 || c0 < 0 || r1 > h || c1 > w || n < r || m < r || n < 1 || m < 1) {
-        PyErr_SetString(PyExc_ValueError, "blur: box outside the image or narrower than the kernel");
-        goto done;
-    }
-    if (!(tmp = malloc((size_t)n * m * sizeof(float)))) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    Py_BEGIN_ALLOW_THREADS
-    blur_kernel((const float *)in.buf + r0 * w + c0, w, (float *)out.buf + r0 * w + c0, w, n, m, kb.buf, r, tmp);
-    Py_END_ALLOW_THREADS
-    result = Py_NewRef(Py_None);
-done:
-    free(tmp);
-    PyBuffer_Release(&in);
-    PyBuffer_Release(&out);
-    PyBuffer_Release(&kb);
-    return result;
-}
-
 PyDoc_STRVAR(blur_levels_doc,
              "blur_levels(levels, out, h, w, k, scale): blur(levels * scale as float32) over the inked box "
              "(nonzero levels) and len(k) - 1 pixels around it, into zeroed out; score._blur(_as_float(levels)).");
@@ -180,9 +137,12 @@ static PyObject *blur_levels(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*w*nny*f:blur_levels", &in, &out, &h, &w, &kb, &scale)) return NULL;
     PyObject *result = NULL;
     float *buf = NULL;
-    if (h < 1 || w < 1 || !check_len(&in, h * w, 2, "levels") || !check_len(&out, h * w, 4, "out") ||
-        !taps(&kb, &r))
+    if (h < 1 || w < 1 || !check_len(&in, h * w, 2, "levels") || !check_len(&out, h * w, 4, "out")) goto done;
+    if (kb.len % (Py_ssize_t)sizeof(float) || kb.len < (Py_ssize_t)sizeof(float)) {
+        PyErr_SetString(PyExc_ValueError, "blur_levels: the taps must be float32, at least one");
         goto done;
+    }
+    r = kb.len / (Py_ssize_t)sizeof(float) - 1;
     if (h <= 2 * r + 1 || w <= 2 * r + 1) {
         PyErr_SetString(PyExc_ValueError, "blur_levels: the image must be wider than the kernel");
         goto done;
@@ -271,6 +231,15 @@ static void box_axis1(const float *src, float *dst, Py_ssize_t h, Py_ssize_t w, 
     }
 }
 
+/* A size-wide window reflects at most once at each border (what box_axis0/1 assume). */
+static int window_fits(Py_ssize_t h, Py_ssize_t w, Py_ssize_t size, const char *name) {
+    if (size < 1 || size / 2 > h || size / 2 > w || size - size / 2 - 1 > h || size - size / 2 - 1 > w) {
+        PyErr_Format(PyExc_ValueError, "%s: window larger than the image", name);
+        return 0;
+    }
+    return 1;
+}
+
 static PyObject *box(PyObject *self, PyObject *args) {
     Py_buffer in, out;
     Py_ssize_t h, w, size;
@@ -279,10 +248,7 @@ static PyObject *box(PyObject *self, PyObject *args) {
     float *mid = NULL;
     double *acc = NULL;
     if (h < 1 || w < 1 || !check_len(&in, h * w, 4, "x") || !check_len(&out, h * w, 4, "out")) goto done;
-    if (size < 1 || size / 2 > h || size / 2 > w || size - size / 2 - 1 > h || size - size / 2 - 1 > w) {
-        PyErr_SetString(PyExc_ValueError, "box: window larger than the image");
-        goto done;
-    }
+    if (!window_fits(h, w, size, "box")) goto done;
     mid = malloc((size_t)h * w * sizeof(float));
     acc = malloc((size_t)w * sizeof(double));
     if (!mid || !acc) {
@@ -354,10 +320,7 @@ static PyObject *ssim_map(PyObject *self, PyObject *args) {
         !check_len(&gv, h * w, 4, "gt_var") || !check_len(&x, h * w, 4, "small") ||
         !check_len(&ratio, h * w, 4, "ratio") || !check_len(&var_b, h * w, 4, "var_b"))
         goto done;
-    if (size < 1 || size / 2 > h || size / 2 > w || size - size / 2 - 1 > h || size - size / 2 - 1 > w) {
-        PyErr_SetString(PyExc_ValueError, "ssim_map: window larger than the image");
-        goto done;
-    }
+    if (!window_fits(h, w, size, "ssim_map")) goto done;
     work = malloc((size_t)3 * h * w * sizeof(float));
     acc = malloc((size_t)w * sizeof(double));
     if (!work || !acc) {
@@ -477,7 +440,6 @@ done:
 
 static PyMethodDef methods[] = {
     {"levels", levels, METH_VARARGS, levels_doc},
-    {"blur", blur, METH_VARARGS, blur_doc},
     {"blur_levels", blur_levels, METH_VARARGS, blur_levels_doc},
     {"box", box, METH_VARARGS, box_doc},
     {"ssim_map", ssim_map, METH_VARARGS, ssim_map_doc},
