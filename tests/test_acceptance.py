@@ -11,14 +11,17 @@ imports r1vision, its JSON naming only stock classes. (Stock ``AutoProcessor`` n
 Qwen-VL video processor, which has no build for this CPU torch: see ENVIRONMENT-NOTES.)
 
 Overrides: only ``--model/--dataset/--output_dir/--max_steps 1`` plus, for the recipes whose completions
-are 1,024-4,096 tokens, ``--max_completion_length 16`` (a random 151k-vocabulary model never stops, and
-8 x 4,096 generated tokens take minutes on a CPU). ``infer`` is given neither the task nor a length: it
-takes both from the run's saved settings. Training rows: one generation round per recipe (1 prompt; 128
-for the MAYE geometry recipe, which draws 128 single-response prompts per round).
+are 1,024-4,096 tokens, ``--max_completion_length 16`` and the same ``--max_new_tokens`` for ``infer`` (a random
+151k-vocabulary model never stops, and 8 x 4,096 generated tokens take minutes on a CPU). ``infer`` is not
+given the task: it takes it, the options and the pixel budget from the run's saved settings. Training
+rows: one generation round per recipe (1 prompt; 128 for the MAYE geometry recipe, which draws 128
+single-response prompts per round), the geometry rows on 112 px diagrams (16 image tokens; off a GPU,
+TRL's fused LM head scores every prompt position over the 151,936-token vocabulary, so MAYE-size 336 px
+diagrams made that one step 140 s).
 
-Runtime: 3:36 for the module on a quiet 2-core machine (2026-11-29): two worker processes (one per core)
-take the chains largest first, each the next one nobody has claimed (190 s and 187 s of chains; geometry,
-128 rollouts, is 173 s of it), then one fresh interpreter stock-loads every saved folder.
+Runtime: 2:00 for the module on a quiet 2-core machine (2026-11-29; 3:36 before the geometry rows were
+made small): two worker processes (one per core) take the chains largest first, each the next one nobody
+has claimed (96 s of chains each), then one fresh interpreter stock-loads every saved folder.
 """
 
 from __future__ import annotations
@@ -63,14 +66,14 @@ CHAINS = {
 
 # Seconds per chain on a quiet 2-core machine (the DRIVER's "seconds", summed), largest first in the plan.
 COST = {
-    "geometry_grpo-qwen2_5_vl": 173,  # 128 rollouts
-    "sgg_sft+sgg_grpo-qwen2_vl": 44,
-    "svg_grpo_24gb-qwen2_5_vl": 44,
-    "svg_grpo-qwen3_vl": 39,
+    "sgg_sft+sgg_grpo-qwen2_vl": 58,
+    "geometry_grpo-qwen2_5_vl": 52,  # 128 rollouts
     "sgg_grpo_24gb-qwen2_5_vl": 36,
-    "motion_grpo-qwen3_vl": 17,
-    "color_smoke-qwen2_vl": 10,
-    "color_smoke-qwen2_5_vl": 10,
+    "svg_grpo_24gb-qwen2_5_vl": 19,
+    "motion_grpo-qwen3_vl": 18,
+    "svg_grpo-qwen3_vl": 16,
+    "color_smoke-qwen2_vl": 5,
+    "color_smoke-qwen2_5_vl": 5,
     "color_smoke-qwen3_vl": 4,
     "color_smoke-fixture": 1,
 }
@@ -147,10 +150,13 @@ def _commands(name: str, work: Path, data: dict[str, Path]) -> list[list[str]]:
                          *(extra if kind == "grpo" else [])])  # fmt: skip
         model = str(run)  # the next stage trains on from this output (an adapter folder for LoRA)
     preds = out / "preds"
+    # No --task: infer takes it (and the prompt options) from the run's settings. The length is the
+    # training override's, where there is one (else the task's own inference default, up to 4,096 tokens).
+    length = extra[extra.index("--max_completion_length") + 1] if "--max_completion_length" in extra else None
     commands.append(
-        # No --task, no --max_new_tokens: infer takes both (and the prompt options) from the run's settings.
-        ["infer", "--model", model, "--dataset", str(data[task]), "--output_dir", str(preds)]
-    )
+        ["infer", "--model", model, "--dataset", str(data[task]), "--output_dir", str(preds),
+         *(["--max_new_tokens", length] if length else [])]
+    )  # fmt: skip
     commands.append(
         [
             "eval",
@@ -179,7 +185,7 @@ def acceptance(tmp_path_factory):
     for task, n, opts in (
         ("color", 1, {}),
         ("sgg", 1, {"preset": "demo"}),
-        ("geometry", 128, {}),
+        ("geometry", 128, {"preset": "demo", "size": 112}),  # small diagrams: see the module docstring
         ("svg", 1, {}),
         ("motion", 1, {}),
     ):
