@@ -15,9 +15,7 @@ are 1,024-4,096 tokens, ``--max_completion_length 16`` and the same ``--max_new_
 151k-vocabulary model never stops, and 8 x 4,096 generated tokens take minutes on a CPU). ``infer`` is not
 given the task: it takes it, the options and the pixel budget from the run's saved settings. Training
 rows: one generation round per recipe (1 prompt; 128 for the MAYE geometry recipe, which draws 128
-single-response prompts per round), the geometry rows on 112 px diagrams (16 image tokens; off a GPU,
-TRL's fused LM head scores every prompt position over the 151,936-token vocabulary, so MAYE-size 336 px
-diagrams made that one step 140 s).
+single-response prompts per round).
 
 Runtime: 2:00 for the module on a quiet 2-core machine (2026-11-29; 3:36 before the geometry rows were
 made small): two worker processes (one per core) take the chains largest first, each the next one nobody
@@ -67,7 +65,7 @@ CHAINS = {
 # Seconds per chain on a quiet 2-core machine (the DRIVER's "seconds", summed), largest first in the plan.
 COST = {
     "sgg_sft+sgg_grpo-qwen2_vl": 58,
-    "geometry_grpo-qwen2_5_vl": 52,  # 128 rollouts
+    "geometry_grpo-qwen2_5_vl": 30,  # 128 rollouts
     "sgg_grpo_24gb-qwen2_5_vl": 36,
     "svg_grpo_24gb-qwen2_5_vl": 19,
     "motion_grpo-qwen3_vl": 18,
@@ -185,7 +183,7 @@ def acceptance(tmp_path_factory):
     for task, n, opts in (
         ("color", 1, {}),
         ("sgg", 1, {"preset": "demo"}),
-        ("geometry", 128, {"preset": "demo", "size": 112}),  # small diagrams: see the module docstring
+        ("geometry", 128, {}),
         ("svg", 1, {}),
         ("motion", 1, {}),
     ):

@@ -197,6 +197,14 @@ PATCHES: tuple[Patch, ...] = (
         "tests/configs/test_geometry_grpo.py",
     ),
     Patch(
+        "trl.trainer.utils._use_triton (swapped while VisionGRPOTrainer's log-prob pass runs)",
+        "trl/trainer/utils.py:1642",
+        "compact = _use_triton(hidden_states.device)",
+        "r1vision/trainer/fused_head.py",
+        "off Triton TRL's fused head projects every prompt position; on a CPU only the labelled ones need to",
+        "tests/trainer/test_fused_head.py",
+    ),
+    Patch(
         "transformers.Trainer._load_from_checkpoint (overridden)",
         "transformers/trainer.py:3602",
         "def _load_from_checkpoint(self, resume_from_checkpoint: str, model: nn.Module | None = None) -> None:",

@@ -18,6 +18,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from r1vision.demo.arms import FlopBudget, StageResult, matched_steps
 from r1vision.trainer.flops import FlopCounter, FlopCounterCallback, format_flops
+from tests.helpers.images import tiny_vlm_batch
 from tests.helpers.tasks import task_rows
 from tests.helpers.training import grpo_args, varied_reward
 
@@ -59,18 +60,7 @@ def reference() -> FlopCounterMode:
 
 @pytest.fixture(scope="module")
 def vlm(tiny_model):
-    from PIL import Image
-    from transformers import AutoModelForImageTextToText, AutoProcessor
-
-    path = tiny_model("qwen2_vl")
-    model = AutoModelForImageTextToText.from_pretrained(path)
-    proc = AutoProcessor.from_pretrained(path)
-    proc.tokenizer.padding_side = "left"
-    msgs = [[{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "colour? " * (i + 1)}]}]
-            for i in range(3)]  # fmt: skip
-    texts = [proc.apply_chat_template(m, add_generation_prompt=True) for m in msgs]
-    images = [[Image.new("RGB", (56, 56), (200, 0, 0))]] * 3
-    return model, proc(text=texts, images=images, return_tensors="pt", padding=True)
+    return tiny_vlm_batch(tiny_model("qwen2_vl"))
 
 
 def test_counter_equals_op_level_count_for_generation_and_training(vlm):

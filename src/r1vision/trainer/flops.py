@@ -12,7 +12,8 @@ prefill and each KV-cached decode step, log-prob, reference and training forward
   ``T x T_k`` matrix, as a masked kernel computes them.
 - LM head: ``2 * V * H`` per projected row: one row per sequence per decode step, and for TRL's fused
   head (``model(..., fused_lm_head=True)``, used by TRL 1.16's SFT and GRPO losses) every position but
-  the last, or only labelled positions on Triton devices, as the kernel does.
+  the last, or only the labelled positions on Triton devices and in r1vision's GRPO log-prob pass, as the
+  head does (:mod:`r1vision.trainer.fused_head`).
 - vision tower: ``2 * weight * rows`` of each ``nn.Linear``/``nn.ConvNd`` it runs (patch embedding,
   blocks, and the merger at merged resolution), plus ``4 * width * sum(len**2)`` for its attention over
   each image (or window) that ``cu_seqlens`` delimits.
@@ -191,12 +192,11 @@ class FlopCounter:
 
 
 def _fused_head_compacts(device: torch.device) -> bool:
-    """Whether TRL's fused head projects only labelled positions here (its Triton path) or all of them."""
-    try:
-        from trl.kernels.chunked_logprob import _use_triton
-    except ImportError:  # a TRL without the kernel module runs the unfused head, which the hooks see
-        return False
-    return bool(_use_triton(device))
+    """Whether TRL's fused head projects only labelled positions here now: on Triton devices, and on a CPU
+    inside r1vision's GRPO log-prob pass (:mod:`r1vision.trainer.fused_head`); else all of them."""
+    from r1vision.trainer.fused_head import projects_labelled_only
+
+    return projects_labelled_only(device)
 
 
 class FlopCounterCallback(TrainerCallback):

@@ -29,6 +29,7 @@ from r1vision.trainer.advantages import compute_advantages
 from r1vision.trainer.checkpoint import CheckpointRenameMixin
 from r1vision.trainer.config import VisionGRPOConfig
 from r1vision.trainer.dynamic_sampling import groups_with_spread, merge_rounds, reserve_indices
+from r1vision.trainer.fused_head import labelled_positions_only
 from r1vision.trainer.generation_buffer import GenerationBufferMixin
 from r1vision.trainer.logline import use_compact_log
 from r1vision.trainer.output import FinalOutputMixin
@@ -231,15 +232,16 @@ class VisionGRPOTrainer(
         self, model, input_ids, attention_mask, logits_to_keep, batch_size=None, **kwargs
     ):
         videos = getattr(self, "_video_forward", None)
-        if not videos or all(v is None for v in videos):
-            return super()._get_per_token_logps_and_entropies(
-                model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size, **kwargs
-            )
-        token_ids = {"image": self._image_pad_token_id, "video": self._video_pad_token_id}
-        with forward_with_videos(model, videos, input_ids.size(0), batch_size, token_ids):
-            return super()._get_per_token_logps_and_entropies(
-                model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size, **kwargs
-            )
+        with labelled_positions_only():  # off a GPU, TRL's fused head projects the prompt too
+            if not videos or all(v is None for v in videos):
+                return super()._get_per_token_logps_and_entropies(
+                    model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size, **kwargs
+                )
+            token_ids = {"image": self._image_pad_token_id, "video": self._video_pad_token_id}
+            with forward_with_videos(model, videos, input_ids.size(0), batch_size, token_ids):
+                return super()._get_per_token_logps_and_entropies(
+                    model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size, **kwargs
+                )
 
     def _compute_loss(self, model, inputs):
         self._video_forward = inputs.get("video_inputs")  # this step's rows, after TRL's shuffle and split
