@@ -34,6 +34,7 @@ MEASURES: dict[str, list[str]] = {
     "bench_dynamic_sampling": [S + "demo/", S + "trainer/"],
     "bench_estimate": [S + "estimate.py"],
     "bench_faults": [S + "trainer/", S + "diffusion/", S + "runners/", S + "checkpoints.py"],
+    "bench_fused_head": [S + "trainer/fused_head.py"],
     "bench_geometry_verify": [S + "tasks/geometry/"],
     "bench_lora_sync": [S + "generation/"],
     "bench_sgg_eval": [S + "tasks/sgg/", S + "_speedups.c", S + "commands/eval.py"],
