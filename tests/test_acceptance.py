@@ -17,9 +17,10 @@ given the task: it takes it, the options and the pixel budget from the run's sav
 rows: one generation round per recipe (1 prompt; 128 for the MAYE geometry recipe, which draws 128
 single-response prompts per round).
 
-Runtime: 2:00 for the module on a quiet 2-core machine (2026-11-29; 3:36 before the geometry rows were
-made small): two worker processes (one per core) take the chains largest first, each the next one nobody
-has claimed (96 s of chains each), then one fresh interpreter stock-loads every saved folder.
+Runtime: 1:11 for the module on a quiet 2-core machine (2026-11-29; 3:36 while TRL's fused LM head still
+projected every prompt position on a CPU, see r1vision/trainer/fused_head.py): two worker processes (one
+per core) take the chains largest first, each the next one nobody has claimed (47 s and 45 s of chains),
+then one fresh interpreter stock-loads every saved folder.
 """
 
 from __future__ import annotations
@@ -64,15 +65,15 @@ CHAINS = {
 
 # Seconds per chain on a quiet 2-core machine (the DRIVER's "seconds", summed), largest first in the plan.
 COST = {
-    "sgg_sft+sgg_grpo-qwen2_vl": 58,
-    "geometry_grpo-qwen2_5_vl": 30,  # 128 rollouts
-    "sgg_grpo_24gb-qwen2_5_vl": 36,
-    "svg_grpo_24gb-qwen2_5_vl": 19,
-    "motion_grpo-qwen3_vl": 18,
-    "svg_grpo-qwen3_vl": 16,
-    "color_smoke-qwen2_vl": 5,
-    "color_smoke-qwen2_5_vl": 5,
-    "color_smoke-qwen3_vl": 4,
+    "geometry_grpo-qwen2_5_vl": 24,  # 128 rollouts
+    "sgg_sft+sgg_grpo-qwen2_vl": 22,
+    "sgg_grpo_24gb-qwen2_5_vl": 16,
+    "motion_grpo-qwen3_vl": 8,
+    "svg_grpo-qwen3_vl": 6,
+    "svg_grpo_24gb-qwen2_5_vl": 5,
+    "color_smoke-qwen2_vl": 3,
+    "color_smoke-qwen2_5_vl": 3,
+    "color_smoke-qwen3_vl": 3,
     "color_smoke-fixture": 1,
 }
 

@@ -37,6 +37,8 @@ import torch
 from torch import nn
 from transformers import TrainerCallback
 
+from r1vision.trainer.fused_head import projects_labelled_only
+
 __all__ = ["FlopCounter", "FlopCounterCallback", "format_flops"]
 
 VISION_TOWERS = ("visual", "vision_tower", "vision_model")
@@ -180,7 +182,9 @@ class FlopCounter:
                 labels = kwargs["labels"][:, 1:]
             if labels is None:
                 return
-            rows = int((labels != -100).sum()) if _fused_head_compacts(head.weight.device) else labels.numel()
+            rows = (
+                int((labels != -100).sum()) if projects_labelled_only(head.weight.device) else labels.numel()
+            )
             passes = 1
             if torch.is_grad_enabled():
                 # The kernel's backward recomputes the logits, then forms the hidden-state gradient and,
@@ -189,14 +193,6 @@ class FlopCounter:
             self.counts["lm_head"] += passes * 2.0 * head.weight.numel() * rows
 
         return hook
-
-
-def _fused_head_compacts(device: torch.device) -> bool:
-    """Whether TRL's fused head projects only labelled positions here now: on Triton devices, and on a CPU
-    inside r1vision's GRPO log-prob pass (:mod:`r1vision.trainer.fused_head`); else all of them."""
-    from r1vision.trainer.fused_head import projects_labelled_only
-
-    return projects_labelled_only(device)
 
 
 class FlopCounterCallback(TrainerCallback):

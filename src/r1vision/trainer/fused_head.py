@@ -25,38 +25,22 @@ import contextlib
 from collections.abc import Iterator
 
 import torch
+import trl.trainer.utils as _head
 
 __all__ = ["labelled_positions_only", "projects_labelled_only"]
 
 
 @contextlib.contextmanager
 def labelled_positions_only() -> Iterator[None]:
-    """While active, TRL's fused head projects only labelled positions on a CPU too (no-op without it)."""
-    try:
-        import trl.trainer.utils as head
-    except ImportError:  # pragma: no cover - TRL is a dependency
-        yield
-        return
-    original = getattr(head, "_use_triton", None)
-    if original is None:  # a TRL without the fused head: nothing to change
-        yield
-        return
-
-    def compacts(device: torch.device) -> bool:
-        return device.type == "cpu" or bool(original(device))
-
-    head._use_triton = compacts
+    """While active, TRL's fused head projects only labelled positions on a CPU too."""
+    original = _head._use_triton
+    _head._use_triton = lambda device: device.type == "cpu" or bool(original(device))
     try:
         yield
     finally:
-        head._use_triton = original
+        _head._use_triton = original
 
 
 def projects_labelled_only(device: torch.device) -> bool:
     """Whether TRL's fused head, called now, projects only the labelled positions on ``device``."""
-    try:
-        import trl.trainer.utils as head
-    except ImportError:  # pragma: no cover
-        return False
-    use = getattr(head, "_use_triton", None)
-    return bool(use(device)) if use is not None else False
+    return bool(_head._use_triton(device))
