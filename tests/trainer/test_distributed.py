@@ -181,6 +181,19 @@ def test_finish_process_exits_a_launched_worker_without_finalisation(tmp_path):
     assert with_vllm_env.returncode == 0 and "returned 3" in with_vllm_env.stdout
 
 
+@pytest.mark.slow
+def test_freeing_the_ddp_model_after_teardown_never_hangs():
+    """2-process gloo worlds that end as a run ends (teardown, then the trainer and its DDP reducer freed):
+    none hangs. Before teardown() kept the destroyed group referenced, 8 of 75 hung for ever (the group's
+    destructor joined gloo's worker thread under the GIL; the thread waited for the GIL)."""
+    import sys
+
+    proc = run_launched(
+        [sys.executable, str(ROOT / "tests" / "scripts" / "gloo_teardown.py"), "40", "10"], ROOT
+    )
+    assert proc.stdout.strip().splitlines()[-1] == "hangs 0", proc.stdout[-2000:]
+
+
 def test_cli_in_process_returns_after_a_vllm_engine_set_its_env(monkeypatch):
     """After an in-process vLLM engine (LOCAL_WORLD_SIZE set), ``cli.main`` must return, not os._exit."""
     from r1vision.trainer.distributed import finish_process

@@ -99,12 +99,23 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+# Process groups that teardown() destroyed, still referenced so that their C++ destructor never runs from
+# Python (see teardown). A launched worker then leaves through os._exit (finish_process).
+_RETIRED_GROUPS: list[Any] = []
+
+
 def teardown() -> None:
-    """Barrier, then destroy the process group (if any), so every rank exits cleanly."""
+    """Barrier, then destroy the process group (if any), so every rank exits cleanly.
+
+    The group object stays referenced: gloo's destructor joins its worker threads while holding the GIL,
+    and it would run wherever the last reference goes (a DDP reducer freed with its trainer, right after
+    this barrier). A worker thread still releasing the barrier's tensors needs that GIL: both wait for ever,
+    after the run was saved (seen on 2-process CPU runs)."""
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
         dist.barrier()
+        _RETIRED_GROUPS.append(dist.group.WORLD)
         dist.destroy_process_group()
 
 
