@@ -13,6 +13,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("WANDB_DISABLED", "true")
 
 from tests.helpers.fake_hub import fake_hub  # noqa: E402, F401 - a fixture for the Hub-lookup tests
+from tests.helpers.launch import launch_env  # noqa: E402, F401 - notes the session's environment now
 
 FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
 
@@ -44,6 +45,14 @@ def _clear_stale_build_locks(max_age_s: float = 600.0) -> list[Path]:
             lock.unlink(missing_ok=True)
             removed.append(lock)
     return removed
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    from tests.helpers.launch import LAUNCHES
+
+    if LAUNCHES:  # a slow lane where every launch ran cold has lost its warm launcher: this line says why
+        counts = ", ".join(f"{n} {kind}" for kind, n in sorted(LAUNCHES.items(), key=lambda kv: -kv[1]))
+        terminalreporter.write_line(f"launched commands (tests/helpers/launch.py): {counts}")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -35,7 +35,7 @@ def _port() -> int:
         return int(s.getsockname()[1])
 
 
-def _launch(layout: str, dump: Path, args: list[str], processes: int = 2, **env: str):
+def _launch(layout: str, dump: Path, args: list[str], processes: int = 2, cold: bool = False, **env: str):
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_machines", "1", "--num_processes",
            str(processes), "--main_process_port", str(_port())]  # fmt: skip
     if layout == "ddp":
@@ -43,7 +43,7 @@ def _launch(layout: str, dump: Path, args: list[str], processes: int = 2, **env:
     else:
         config = ROOT / "configs" / "deepspeed" / f"{layout}.json"
         cmd += ["--use_deepspeed", "--deepspeed_config_file", str(config), "--zero3_init_flag", "false"]
-    return run_launched([*cmd, str(SCRIPT), str(dump), "--", *args], ROOT, **env)
+    return run_launched([*cmd, str(SCRIPT), str(dump), "--", *args], ROOT, cold=cold, **env)
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +84,9 @@ def test_a_flat_process_takes_part_in_every_step_and_contributes_nothing(setup):
     same run keeping its samples (advantage 0: loss and gradient exactly 0)."""
     root, model = setup
     common = ("--spread_groups", "false", "--max_steps", "2", "--eval_strategy", "no")
-    _launch("ddp", root / "flat", _args(model, root, "flat", "--drop_zero_advantage", "true", *common))
+    _launch(
+        "ddp", root / "flat", _args(model, root, "flat", "--drop_zero_advantage", "true", *common), cold=True
+    )
     _launch("ddp", root / "kept", _args(model, root, "kept", "--drop_zero_advantage", "false", *common))
     (flat0, flat1), (w_flat, w_flat1) = _dumps(root / "flat")
     _, (w_kept, _) = _dumps(root / "kept")
@@ -166,7 +168,7 @@ def test_zero2_takes_one_engine_step_per_trainer_step(setup):
     layout = ("--max_steps", "4", "--gradient_accumulation_steps", "2", "--steps_per_generation", "4",
               "--lr_scheduler_type", "linear", "--learning_rate", "0.2", "--eval_strategy", "no")  # fmt: skip
     _launch("zero2", root / "z2", _args(model, root, "z2", *layout, "--per_device_train_batch_size", "4",
-                                        "--save_strategy", "steps", "--save_steps", "2"))  # fmt: skip
+                                        "--save_strategy", "steps", "--save_steps", "2"), cold=True)  # fmt: skip
     (rank0, rank1), (w0, w1) = _dumps(root / "z2")
     assert rank0["global_step"] == rank0["engine_global_steps"] == rank1["engine_global_steps"] == 4
     assert rank0["scheduler_steps"] == 4

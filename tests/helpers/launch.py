@@ -1,13 +1,19 @@
 """Running a launched (``accelerate launch``) command in a test: the environment of a CPU run with two ranks
-on two cores, a hang guard, and the output's tail in the failure message."""
+on two cores, a hang guard, the output's tail in the failure message, and a warm start
+(:mod:`tests.helpers.warm_launch`) unless the test asks for a cold one."""
 
 from __future__ import annotations
 
 import os
 import subprocess
+import warnings
+from collections import Counter
 from pathlib import Path
+from unittest import mock
 
 import pytest
+
+from tests.helpers.warm_launch import WarmLauncher
 
 TIMEOUT_S = 1800  # a hang guard only: >= 5x a loaded run (a first ZeRO run also compiles a CPU op)
 
@@ -25,14 +31,51 @@ def launch_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def run_launched(
-    cmd: list[str], cwd: Path, timeout: float = TIMEOUT_S, **env: str
+LAUNCHES: Counter[str] = Counter()  # warm, cold (why): reported at the end of the session (tests/conftest.py)
+_warm: list[WarmLauncher] = []  # one server per test process, started by the first warm launch
+# The server imports under the session's environment as it was before any test changed it (a test that
+# monkeypatches HF_HOME and launches must not set what every later launch is compared with).
+_SESSION_ENV = dict(os.environ)
+
+
+def _warm_launcher() -> WarmLauncher | None:
+    if os.environ.get("R1VISION_COLD_LAUNCH"):
+        return None
+    if _warm and _warm[0].server.poll() is not None:
+        warnings.warn(f"the warm launcher exited ({_warm[0].log.name}); starting another", stacklevel=2)
+        _warm.clear()
+    if not _warm:
+        with mock.patch.dict(os.environ, _SESSION_ENV, clear=True):
+            _warm.append(WarmLauncher(launch_env()))
+    return _warm[0]
+
+
+def run_command(
+    cmd: list[str],
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = TIMEOUT_S,
+    cold: bool = False,
 ) -> subprocess.CompletedProcess:
-    """Run ``cmd``; fail the test with the output's tail on a non-zero exit or after ``timeout`` seconds."""
+    """``subprocess.run(cmd, capture_output=True, text=True)`` with ``env`` (default :func:`launch_env`), its
+    processes forked from a warm interpreter when :class:`WarmLauncher` accepts the command, unless ``cold``."""
+    env = launch_env() if env is None else env
+    warm = None if cold else _warm_launcher()
+    why = "asked for" if cold else "R1VISION_COLD_LAUNCH" if warm is None else warm.refusal(cmd, env)
+    LAUNCHES[f"cold ({why})" if why else "warm"] += 1
+    if not why:
+        return warm.run(cmd, cwd or Path.cwd(), env, timeout)
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def run_launched(
+    cmd: list[str], cwd: Path, timeout: float = TIMEOUT_S, cold: bool = False, **env: str
+) -> subprocess.CompletedProcess:
+    """Run ``cmd`` (:func:`run_command`, ``env`` added to :func:`launch_env`); fail the test with the output's
+    tail on a non-zero exit or after ``timeout`` seconds. ``cold=True`` execs every process as a user's launch
+    does (keep one such test per layout)."""
     try:
-        proc = subprocess.run(
-            cmd, cwd=cwd, env=launch_env(**env), capture_output=True, text=True, timeout=timeout
-        )
+        proc = run_command(cmd, cwd, launch_env(**env), timeout, cold)
     except subprocess.TimeoutExpired as exc:
         out = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
         err = (exc.stderr or b"").decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")

@@ -14,7 +14,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,7 @@ import pytest
 from r1vision.estimate import TrainSetup, estimate, load_model_config, shape_of
 from r1vision.trainer.distributed import LAYOUT_FILE, launch_command
 from r1vision.trainer.sample_log import read_samples
-from tests.helpers.launch import launch_env, run_launched
+from tests.helpers.launch import launch_env, run_command, run_launched
 from tests.helpers.paths import ROOT
 
 DS_DIR = ROOT / "configs" / "deepspeed"
@@ -30,8 +29,8 @@ ACC_DIR = ROOT / "configs" / "accelerate"
 DS_FILES = sorted(DS_DIR.glob("*.json"))
 
 
-def _run(cmd: list[str], cwd: Path, **env: str):
-    return run_launched(cmd, cwd, **env)
+def _run(cmd: list[str], cwd: Path, cold: bool = False, **env: str):
+    return run_launched(cmd, cwd, cold=cold, **env)
 
 
 @pytest.fixture(scope="module")
@@ -166,18 +165,15 @@ def test_finish_process_exits_a_launched_worker_without_finalisation(tmp_path):
         "code = finish_process(3)\n"
         "print('returned', code, flush=True)\n"
     )
-    launched = subprocess.run([sys.executable, "-c", script], env={**launch_env(), "TORCHELASTIC_RUN_ID": "t"},
-                              capture_output=True, text=True, timeout=600)  # fmt: skip
+    cmd = [sys.executable, "-c", script]
+    launched = run_command(cmd, env={**launch_env(), "TORCHELASTIC_RUN_ID": "t"}, timeout=600)
     assert launched.returncode == 3 and "exit handler ran" in launched.stdout
     assert "returned" not in launched.stdout
     env = {k: v for k, v in launch_env().items() if k not in ("TORCHELASTIC_RUN_ID", "LOCAL_WORLD_SIZE")}
-    plain = subprocess.run(
-        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600
-    )
+    plain = run_command(cmd, env=env, timeout=600)
     assert plain.returncode == 0 and "returned 3" in plain.stdout
     # vLLM's CPU platform sets LOCAL_WORLD_SIZE in any process that builds an engine: not a launcher
-    with_vllm_env = subprocess.run([sys.executable, "-c", script], env={**env, "LOCAL_WORLD_SIZE": "1"},
-                                   capture_output=True, text=True, timeout=600)  # fmt: skip
+    with_vllm_env = run_command(cmd, env={**env, "LOCAL_WORLD_SIZE": "1"}, timeout=600)
     assert with_vllm_env.returncode == 0 and "returned 3" in with_vllm_env.stdout
 
 
@@ -209,7 +205,7 @@ def test_ddp_grpo_two_gloo_ranks(setup):
     root, model = setup
     out = root / "ddp"
     cmd = launch_command("ddp", 2, _grpo_args(model, root / "data", out, "--max_steps", "2"))
-    proc = _run([*cmd, "--save_strategy", "no"], root)
+    proc = _run([*cmd, "--save_strategy", "no"], root, cold=True)  # as a user's launch: every process exec'd
     layout = _layout(out)
     assert layout["world_size"] == 2 and layout["backend"] == "gloo"
     assert layout["distributed_type"] == "MULTI_CPU"
@@ -226,7 +222,7 @@ def test_zero3_grpo_partitions_saves_and_resumes(setup):
     out = root / "z3_grpo"
     cfg = root / "zero3_tiny.json"
     args = _grpo_args(model, root / "data", out, "--save_strategy", "steps", "--save_steps", "1")
-    _run(launch_command("zero3", 2, [*args, "--max_steps", "2"], deepspeed_config=cfg), root)
+    _run(launch_command("zero3", 2, [*args, "--max_steps", "2"], deepspeed_config=cfg), root, cold=True)
 
     layout = _layout(out)
     assert layout["zero_stage"] == 3 and layout["distributed_type"] == "DEEPSPEED"
@@ -345,7 +341,7 @@ def test_zero2_sft_checkpoint_of_two_processes_resumes_on_one_and_back(setup):
     args = _sft_args(
         model, root / "data", out, "--max_steps", "3", "--save_strategy", "steps", "--save_steps", "1"
     )
-    _run(launch_command("zero2", 2, args, deepspeed_config=cfg), root)
+    _run(launch_command("zero2", 2, args, deepspeed_config=cfg), root, cold=True)
     layout = _layout(out)
     assert layout["zero_stage"] == 2 and layout["world_size"] == 2
     # ZeRO-2 shards optimizer state and gradients, never the parameters
@@ -490,7 +486,8 @@ def test_fsdp2_lora_grpo_equals_ddp(setup):
     common = ["--max_steps", "2", "--save_strategy", "no", "--learning_rate", "0.01", *reward]
     ddp, fsdp = root / "f_lora_ddp", root / "f_lora_fsdp"
     _run(launch_command("ddp", 2, _grpo_args(model, root / "data", ddp, *common)), root, **_CPU_FSDP)
-    _run(launch_command("fsdp2", 2, _grpo_args(model, root / "data", fsdp, *common)), root, **_CPU_FSDP)
+    cmd = launch_command("fsdp2", 2, _grpo_args(model, root / "data", fsdp, *common))
+    _run(cmd, root, cold=True, **_CPU_FSDP)  # the sitecustomize applied by the interpreter itself
     assert _layout(fsdp)["distributed_type"] == "FSDP"
     want, got = _load(ddp / "adapter_model.safetensors"), _load(fsdp / "adapter_model.safetensors")
     assert want.keys() == got.keys()
@@ -588,9 +585,7 @@ def test_a_checkpoint_resumes_on_another_process_count_with_the_same_global_batc
         "--resume_from_checkpoint",
         str(root / "lay_2" / "checkpoint-2"),
     )
-    proc = subprocess.run(
-        [*one, *other], cwd=root, env=launch_env(), capture_output=True, text=True, timeout=900
-    )
+    proc = run_command([*one, *other], root, timeout=900)
     assert proc.returncode == 2, proc.stderr[-3000:]
     line = [x for x in proc.stderr.splitlines() if "error:" in x]
     assert len(line) == 1 and "global batch of 4 (2 processes x 2 x 1 accumulation)" in line[0], proc.stderr[

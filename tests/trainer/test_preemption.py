@@ -71,12 +71,9 @@ def test_a_signal_to_one_of_two_processes_stops_both_at_one_step(prompts):
            "--multi_gpu", "--mixed_precision", "no", str(ROOT / "tests" / "scripts" / "t2i_grpo.py"), str(dump),
            "--", *_argv(model, prompts, "two", "--max_steps", "8", "--per_device_train_batch_size", "8",
                         "--use_cpu", "true")[1:]]  # fmt: skip
-    import subprocess
+    from tests.helpers.launch import launch_env, run_command
 
-    from tests.helpers.launch import launch_env
-
-    proc = subprocess.run(cmd, cwd=ROOT, env=launch_env(R1V_SIGNAL_AT="2", R1V_SIGNAL_RANK="1"),
-                          capture_output=True, text=True, timeout=900)  # fmt: skip
+    proc = run_command(cmd, ROOT, launch_env(R1V_SIGNAL_AT="2", R1V_SIGNAL_RANK="1"), timeout=900)
     assert proc.returncode != 0  # the launcher relays the workers' 75 as a failure; the marker says why
     ranks = [json.loads((dump / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert ranks[0]["global_step"] == ranks[1]["global_step"] == 2, proc.stderr[-3000:]

@@ -4,11 +4,11 @@ run's metrics (the events file and trackio's local database hold the logged rewa
 from __future__ import annotations
 
 import sqlite3
-import subprocess
 import sys
 
 import pytest
 
+from tests.helpers.launch import run_command
 from tests.helpers.paths import env_with_src
 
 
@@ -19,7 +19,7 @@ def test_tensorboard_and_trackio_receive_the_metrics(tiny_model, color_dir, tmp_
             "--dataset", str(color_dir), "--output_dir", str(out), "--max_steps", "2", "--logging_steps", "1",
             "--use_cpu", "true", "--report_to", "tensorboard", "trackio", "--save_strategy", "no"]  # fmt: skip
     env = env_with_src(TRACKIO_DIR=str(tmp_path / "trackio"), OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
+    done = run_command(argv, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     events = list(out.rglob("events.out.tfevents.*"))
     assert events, "no TensorBoard events file"
