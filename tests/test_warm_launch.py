@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.launch import _warm_launcher, launch_env, run_launched
+from tests.helpers.launch import LAUNCHES, _warm_launcher, run_command
 from tests.helpers.paths import ROOT
 from tests.trainer.test_distributed import _grpo_args
 
@@ -22,8 +22,8 @@ def _warm_run(tmp_path: Path, code: str, timeout: float = 120, **env: str) -> su
     script = tmp_path / "cmd.py"
     script.write_text(code)
     launcher = _warm_launcher()
-    full_env = launch_env(**env)
-    assert launcher is not None and launcher.accepts([sys.executable, str(script)], full_env)
+    full_env = {**launcher.base_env, **env}  # the server's own: earlier tests may have changed os.environ
+    assert launcher.accepts([sys.executable, str(script)], full_env)
     return launcher.run([sys.executable, str(script), "a b", "c"], tmp_path, full_env, timeout)
 
 
@@ -64,14 +64,15 @@ def test_pythonpath_and_its_sitecustomize_apply_to_the_command_only(tmp_path):
     assert proc.returncode == 1 and "No module named 'r1v_probe_mod'" in proc.stderr
 
 
-def test_an_import_time_variable_that_differs_runs_cold(monkeypatch):
+def test_an_import_time_variable_that_differs_runs_cold():
     launcher = _warm_launcher()
     cmd = [sys.executable, "-m", "r1vision.cli", "--help"]
-    monkeypatch.setenv("DS_ACCELERATOR", "cpu")  # what an in-process `r1vision` command sets: still warm
-    assert launcher.accepts(cmd, launch_env())
-    assert not launcher.accepts(cmd, {**launch_env(), "OMP_NUM_THREADS": "2"})
-    assert launcher.refusal(cmd, launch_env(TRACKIO_DIR="/tmp/x")) == "TRACKIO_DIR differs"  # read at import
-    assert not launcher.accepts(["bash", "-c", "true"], launch_env())
+    base = launcher.base_env
+    # what an in-process `r1vision` command and accelerate's CUDA probe leave in os.environ: still warm
+    assert launcher.accepts(cmd, {**base, "DS_ACCELERATOR": "cpu", "PYTORCH_NVML_BASED_CUDA_CHECK": "1"})
+    assert not launcher.accepts(cmd, {**base, "OMP_NUM_THREADS": "2"})
+    assert launcher.refusal(cmd, {**base, "TRACKIO_DIR": "/tmp/x"}) == "TRACKIO_DIR differs"  # read at import
+    assert not launcher.accepts(["bash", "-c", "true"], base)
 
 
 def test_a_timeout_stops_the_command_and_what_it_started(tmp_path):
@@ -110,10 +111,14 @@ def test_a_warm_two_process_launch_trains_exactly_as_a_cold_one(tmp_path, tiny_m
     synth_color(tmp_path / "data", 16, seed=0, split="train")
     model = tiny_model("qwen2_vl")
     runs = {}
+    env = _warm_launcher().base_env  # the server's own environment: this launch is warm whatever ran before
     for cold in (True, False):
         out = tmp_path / ("cold" if cold else "warm")
         cmd = launch_command("ddp", 2, _grpo_args(model, tmp_path / "data", out, "--max_steps", "2"))
-        run_launched([*cmd, "--save_strategy", "no"], ROOT, cold=cold)
+        warm_before = LAUNCHES["warm"]
+        proc = run_command([*cmd, "--save_strategy", "no"], ROOT, env, cold=cold)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        assert LAUNCHES["warm"] == warm_before + (not cold)
         runs[cold] = _numbers(out)
     assert len(runs[True]) == 2 and all(None not in row for row in runs[True])
     assert runs[True] == runs[False]  # to the last digit written

@@ -41,6 +41,8 @@ from pathlib import Path
 # The variables of the libraries the server imports, several read once at import (OMP_NUM_THREADS by
 # libgomp, HF_HUB_OFFLINE by huggingface_hub, TRACKIO_DIR by trackio): a launch whose value of any of them
 # differs from the server's runs cold. (Not DS_ACCELERATOR: the server sets it as `r1vision` does, see serve.)
+# Read when used, not at import; a library may leave it set in the test process (accelerate's CUDA probe).
+READ_WHEN_USED = frozenset({"PYTORCH_NVML_BASED_CUDA_CHECK"})
 IMPORT_TIME_PREFIXES = ("OMP_", "MKL_", "HF_", "HUGGINGFACE_", "TRANSFORMERS_", "TOKENIZERS_", "TORCH_",
                         "PYTORCH_", "CUDA_", "DEEPSPEED_", "TRACKIO_", "WANDB_", "DIFFUSERS_", "TRL_")  # fmt: skip
 WARM_MODULES = ("torch", "torch.distributed.run", "transformers", "trl", "peft", "datasets", "accelerate",
@@ -298,7 +300,11 @@ class WarmLauncher:
             return "not this interpreter"
         if self.server.poll() is not None:
             return "the server exited"
-        keys = sorted(k for k in {*env, *self.base_env} if k.startswith(IMPORT_TIME_PREFIXES))
+        keys = sorted(
+            k
+            for k in {*env, *self.base_env}
+            if k.startswith(IMPORT_TIME_PREFIXES) and k not in READ_WHEN_USED
+        )
         differ = [k for k in keys if env.get(k) != self.base_env.get(k)]
         return f"{differ[0]} differs" if differ else None
 
