@@ -9,7 +9,6 @@ import subprocess
 import warnings
 from collections import Counter
 from pathlib import Path
-from unittest import mock
 
 import pytest
 
@@ -18,17 +17,13 @@ from tests.helpers.warm_launch import WarmLauncher
 TIMEOUT_S = 1800  # a hang guard only: >= 5x a loaded run (a first ZeRO run also compiles a CPU op)
 
 
+# Every launched run's settings: two ranks on two cores (more threads only oversubscribe), offline.
+_LAUNCH_VARS = {"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+                "TOKENIZERS_PARALLELISM": "false", "WANDB_DISABLED": "true"}  # fmt: skip
+
+
 def launch_env(**extra: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        OMP_NUM_THREADS="1",  # two ranks on two cores: more threads only oversubscribe
-        HF_HUB_OFFLINE="1",
-        HF_DATASETS_OFFLINE="1",
-        TOKENIZERS_PARALLELISM="false",
-        WANDB_DISABLED="true",
-        **extra,
-    )
-    return env
+    return {**os.environ, **_LAUNCH_VARS, **extra}
 
 
 LAUNCHES: Counter[str] = Counter()  # warm, cold (why): reported at the end of the session (tests/conftest.py)
@@ -45,8 +40,7 @@ def _warm_launcher() -> WarmLauncher | None:
         warnings.warn(f"the warm launcher exited ({_warm[0].log.name}); starting another", stacklevel=2)
         _warm.clear()
     if not _warm:
-        with mock.patch.dict(os.environ, _SESSION_ENV, clear=True):
-            _warm.append(WarmLauncher(launch_env()))
+        _warm.append(WarmLauncher({**_SESSION_ENV, **_LAUNCH_VARS}))
     return _warm[0]
 
 

@@ -25,26 +25,32 @@ the server stop the child's session.
 from __future__ import annotations
 
 import atexit
+import importlib
 import io
 import json
 import os
+import runpy
 import select
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from pathlib import Path
 
+from r1vision.cli import _quiet_deepspeed_on_cpu
+
 # The variables of the libraries the server imports, several read once at import (OMP_NUM_THREADS by
 # libgomp, HF_HUB_OFFLINE by huggingface_hub, TRACKIO_DIR by trackio): a launch whose value of any of them
-# differs from the server's runs cold. (Not DS_ACCELERATOR: the server sets it as `r1vision` does, see serve.)
-# Read when used, not at import; a library may leave it set in the test process (accelerate's CUDA probe).
-READ_WHEN_USED = frozenset({"PYTORCH_NVML_BASED_CUDA_CHECK"})
+# differs from the server's runs cold. Not DS_ACCELERATOR (the server sets it as `r1vision` does, see
+# serve), nor READ_WHEN_USED: read when used, and left set in the test process by accelerate's CUDA probe.
 IMPORT_TIME_PREFIXES = ("OMP_", "MKL_", "HF_", "HUGGINGFACE_", "TRANSFORMERS_", "TOKENIZERS_", "TORCH_",
                         "PYTORCH_", "CUDA_", "DEEPSPEED_", "TRACKIO_", "WANDB_", "DIFFUSERS_", "TRL_")  # fmt: skip
+READ_WHEN_USED = frozenset({"PYTORCH_NVML_BASED_CUDA_CHECK"})
 WARM_MODULES = ("torch", "torch.distributed.run", "transformers", "trl", "peft", "datasets", "accelerate",
                 "accelerate.utils", "accelerate.commands.config", "deepspeed", "diffusers",
                 "r1vision.runners.train", "r1vision.trainer.grpo", "r1vision.trainer.sft",
@@ -79,9 +85,6 @@ def _exit_code(exc: SystemExit) -> int:
 def run_python(args: list[str], env: dict[str, str]) -> int:
     """Run the interpreter arguments ``args`` (``-m MODULE``, ``-c CODE`` or ``SCRIPT``, then its own) here with
     environment ``env``; returns the exit code."""
-    import runpy
-    import threading
-
     unbuffered = False
     while args and args[0].startswith("-") and args[0] not in ("-m", "-c"):
         unbuffered |= args[0] == "-u"
@@ -124,16 +127,13 @@ def run_python(args: list[str], env: dict[str, str]) -> int:
     return code
 
 
-def _child(
-    args: list[str], env: dict[str, str], fds: tuple[int | None, int | None], new_session: bool
-) -> None:
-    """In a freshly forked process: the command's session, output files and exit; never returns."""
+def _child(args: list[str], env: dict[str, str], fds: tuple[int | None, int | None]) -> None:
+    """In a freshly forked process: the command's own session, output files and exit; never returns."""
     code = 1
     try:
         for sock in _LISTENING:
             sock.close()
-        if new_session:
-            os.setsid()
+        os.setsid()
         for target, fd in zip((1, 2), fds, strict=True):
             if fd is not None:
                 os.dup2(fd, target)
@@ -145,7 +145,8 @@ def _child(
 
 
 class ForkedProcess:
-    """The part of ``subprocess.Popen`` torch elastic uses, for a rank forked from this interpreter."""
+    """The part of ``subprocess.Popen`` torch elastic uses on Linux (``pid``, ``poll``, ``wait``; it stops
+    a rank with ``os.killpg``), for a rank forked from this interpreter."""
 
     def __init__(self, args: list[str], env: dict[str, str], stdout=None, stderr=None) -> None:
         self.args = args
@@ -153,7 +154,7 @@ class ForkedProcess:
         fds = tuple(f.fileno() if f is not None else None for f in (stdout, stderr))
         self.pid = os.fork()
         if self.pid == 0:
-            _child(args[1:], env, fds, new_session=True)
+            _child(args[1:], env, fds)
 
     def poll(self) -> int | None:
         if self.returncode is None:
@@ -169,16 +170,6 @@ class ForkedProcess:
                 raise subprocess.TimeoutExpired(self.args, timeout)
             time.sleep(0.02)
         return self.returncode
-
-    def send_signal(self, sig: int) -> None:
-        if self.returncode is None:
-            os.kill(self.pid, sig)
-
-    def terminate(self) -> None:
-        self.send_signal(signal.SIGTERM)
-
-    def kill(self) -> None:
-        self.send_signal(signal.SIGKILL)
 
 
 def _warm_popen_hook() -> None:
@@ -230,7 +221,7 @@ def _serve_one(conn: socket.socket) -> None:
     if pid == 0:
         conn.close()
         os.chdir(request["cwd"])
-        _child(request["argv"][1:], request["env"], (fds[0], fds[1]), new_session=True)
+        _child(request["argv"][1:], request["env"], (fds[0], fds[1]))
     for fd in fds:
         os.close(fd)
     while True:  # the command's end, or the client's (a timeout): then stop the command's session
@@ -246,10 +237,6 @@ def _serve_one(conn: socket.socket) -> None:
 
 def serve(path: str) -> None:
     """Import the heavy modules, then fork one child per connection on the Unix socket ``path``."""
-    import importlib
-
-    from r1vision.cli import _quiet_deepspeed_on_cpu
-
     _quiet_deepspeed_on_cpu()  # what every `r1vision` command does before DeepSpeed loads
     for name in WARM_MODULES:
         try:
@@ -300,12 +287,13 @@ class WarmLauncher:
             return "not this interpreter"
         if self.server.poll() is not None:
             return "the server exited"
-        keys = sorted(
+        differ = sorted(
             k
             for k in {*env, *self.base_env}
-            if k.startswith(IMPORT_TIME_PREFIXES) and k not in READ_WHEN_USED
+            if k.startswith(IMPORT_TIME_PREFIXES)
+            and k not in READ_WHEN_USED
+            and env.get(k) != self.base_env.get(k)
         )
-        differ = [k for k in keys if env.get(k) != self.base_env.get(k)]
         return f"{differ[0]} differs" if differ else None
 
     def accepts(self, cmd: list[str], env: dict[str, str]) -> bool:
@@ -353,8 +341,6 @@ class WarmLauncher:
             except subprocess.TimeoutExpired:
                 self.server.kill()
         self.log.close()
-        import shutil
-
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

@@ -13,7 +13,6 @@ waiting for the GIL to release the barrier's tensors.
 from __future__ import annotations
 
 import os
-import socket
 import sys
 import time
 
@@ -21,7 +20,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from r1vision.trainer.distributed import teardown
+from r1vision.trainer.distributed import _free_port, teardown
 
 
 def _world(rank: int, port: int) -> None:
@@ -39,9 +38,7 @@ def _world(rank: int, port: int) -> None:
 def main(worlds: int, hang_s: float) -> int:
     hangs = 0
     for _ in range(worlds):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port = _free_port()
         # forked from this interpreter (which ran no parallel op): the worlds start in milliseconds
         ctx = mp.start_processes(_world, args=(port,), nprocs=2, join=False, start_method="fork")
         start = time.monotonic()

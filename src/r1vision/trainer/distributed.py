@@ -99,8 +99,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-# Process groups that teardown() destroyed, still referenced so that their C++ destructor never runs from
-# Python (see teardown). A launched worker then leaves through os._exit (finish_process).
+# Process groups teardown() destroyed, kept referenced (why: teardown's docstring).
 _RETIRED_GROUPS: list[Any] = []
 
 
