@@ -87,6 +87,41 @@ def test_mp4_and_frame_folder_decode_to_the_same_content(tmp_path):
     assert red(mp4, -1) > red(mp4, 0) + 20
 
 
+def test_a_video_file_decodes_once_per_budget_until_it_changes(tmp_path, monkeypatch):
+    """The decoded-clip cache: a second read of the same file and budget decodes nothing, gives equal frames
+    and metadata in a copy of its own; another budget, a rewritten file, or a clip pushed out by the size
+    cap decodes again."""
+    import random
+
+    from r1vision.vision import video
+
+    cache = video._ClipCache(max_bytes=2 * 4 * 56 * 56 * 3)  # two 4-frame clips
+    monkeypatch.setattr(video, "_CLIPS", cache)
+    decoded = []
+    real = video._decode_container
+    monkeypatch.setattr(
+        video, "_decode_container", lambda src, *a, **k: decoded.append(src) or real(src, *a, **k)
+    )
+    rng = random.Random(0)
+    paths = [write_video(motion_frames(d, "red", "square", rng, 56, 8), tmp_path / f"{d}.mp4", 4, "mp4")
+             for d in ("left", "right", "up")]  # fmt: skip
+    budget = VideoBudget(max_frame_pixels=56 * 56, min_frame_pixels=28 * 28)
+    first = load_clip(paths[0], budget)
+    first[:] = 0  # a caller writing into its clip does not reach the cache
+    again = load_clip(str(paths[0]), budget)
+    assert len(decoded) == 1 and again.any()
+    assert (again.fps, again.total_num_frames, again.frames_indices, again.original_size) == (
+        4.0, 8, [0, 2, 5, 7], (56, 56))  # fmt: skip
+    load_clip(paths[0], VideoBudget(max_frame_pixels=28 * 28, min_frame_pixels=28 * 28))  # another budget
+    assert len(decoded) == 2
+    load_clip(paths[1], budget)  # the cap holds two clips: the oldest (paths[0], first budget) leaves
+    load_clip(paths[0], budget)
+    assert len(decoded) == 4
+    write_video(motion_frames("down", "blue", "circle", rng, 56, 8), paths[0], 4, "mp4")
+    rewritten = load_clip(paths[0], budget)
+    assert len(decoded) == 5 and not np.array_equal(rewritten, again)
+
+
 def test_bad_videos_fail_naming_the_file(tmp_path):
     budget = VideoBudget()
     with pytest.raises(VideoLoadError, match="not found: .*missing.mp4"):
