@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -48,11 +49,16 @@ def _clear_stale_build_locks(max_age_s: float = 600.0) -> list[Path]:
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
-    from tests.helpers.launch import LAUNCHES
+    from tests.helpers.launch import LAUNCHES, python_launches
 
-    if LAUNCHES:  # a slow lane where every launch ran cold has lost its warm launcher: this line says why
-        counts = ", ".join(f"{n} {kind}" for kind, n in sorted(LAUNCHES.items(), key=lambda kv: -kv[1]))
-        terminalreporter.write_line(f"launched commands (tests/helpers/launch.py): {counts}")
+    # a slow lane where every launch ran cold has lost its warm launcher: these lines say why
+    for what, counts in (
+        ("launched commands", LAUNCHES),
+        ("warm_python commands", Counter(python_launches())),
+    ):
+        if counts:
+            line = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+            terminalreporter.write_line(f"{what} (tests/helpers/launch.py): {line}")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

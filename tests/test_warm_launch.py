@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.launch import LAUNCHES, _warm_launcher, run_command
+from tests.helpers.launch import LAUNCHES, _warm_launcher, python_launches, run_command, warm_python
 from tests.helpers.paths import ROOT
 from tests.trainer.test_distributed import _grpo_args
 
@@ -97,6 +97,62 @@ def test_a_timeout_stops_the_command_and_what_it_started(tmp_path):
     # and the server goes on serving (it exited here once, and every later launch ran cold)
     assert _warm_run(tmp_path, "print('next')\n").stdout == "next\n"
     assert _warm_launcher().server.pid == server
+
+
+def test_the_python_shim_runs_a_program_and_what_it_starts_warm(tmp_path):
+    """``warm_python()`` as a script's ``PYTHON``: ``"$PYTHON" prog.py`` forks warm (torch's stack already
+    imported), the program's ``sys.executable`` is the shim so its own children fork warm too, stdin,
+    output and exit codes pass through, killing the shim stops its command, and what the server cannot run
+    (``-I``) is exec'd on the real interpreter."""
+    import os
+    import signal
+    import time
+
+    launcher = _warm_launcher()
+    shim = warm_python()
+    assert shim == launcher.python
+    before = len(python_launches())
+    (tmp_path / "prog.py").write_text(
+        "import subprocess, sys\nwarm = 'trl' in sys.modules\n"
+        "child = subprocess.run([sys.executable, '-c', 'import sys; print(\"trl\" in sys.modules)'],\n"
+        "                       capture_output=True, text=True).stdout.strip()\n"
+        "print(warm, child, sys.stdin.read().strip())\nsys.exit(7)\n"
+    )
+    script = (
+        'echo rows | "$PYTHON" prog.py; echo "exit $?"\n'
+        '"$PYTHON" -I -c "import sys; print(sys.flags.isolated, \'trl\' in sys.modules)"\n'
+    )
+    env = {**launcher.base_env, "PYTHON": shim}
+    proc = subprocess.run(
+        ["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert proc.stdout == "True True rows\nexit 7\n1 False\n", proc.stderr
+    assert python_launches()[before:] == ["warm", "warm", "cold (interpreter arguments -I -c)"]
+    # a killed shim (a caller's timeout) stops the command it started
+    pid_file = tmp_path / "pid"
+    waiting = subprocess.Popen(
+        [
+            shim,
+            "-c",
+            f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(600)",
+        ],
+        env=env,
+    )
+    for _ in range(200):
+        if pid_file.is_file() and pid_file.read_text():
+            break
+        time.sleep(0.05)
+    waiting.send_signal(signal.SIGKILL)
+    waiting.wait()
+    pid = int(pid_file.read_text())
+    for _ in range(100):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"process {pid} of the killed shim's command still runs")
 
 
 def _numbers(out: Path) -> list[tuple[str | None, ...]]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import warnings
 from collections import Counter
 from pathlib import Path
@@ -42,6 +43,20 @@ def _warm_launcher() -> WarmLauncher | None:
     if not _warm:
         _warm.append(WarmLauncher({**_SESSION_ENV, **_LAUNCH_VARS}))
     return _warm[0]
+
+
+def warm_python() -> str:
+    """``python`` for a program a test runs (``PYTHON=`` of a shipped script): the warm launcher's shim
+    (:mod:`tests.helpers.warm_client`), whose commands and their ``sys.executable`` children fork warm where
+    their environment allows; the real interpreter with ``R1VISION_COLD_LAUNCH``. Give the program
+    :func:`launch_env`'s variables, or everything it starts runs cold."""
+    warm = _warm_launcher()
+    return sys.executable if warm is None else warm.python
+
+
+def python_launches() -> list[str]:
+    """What :func:`warm_python` ran so far this session, a line per command: ``warm`` or ``cold (why)``."""
+    return _warm[0].python_launches() if _warm else []
 
 
 def run_command(

@@ -11,15 +11,16 @@ The one hook is torch elastic's ``SubprocessHandler._popen``, which forks a rank
 
 Differences from a cold start, and why they do not matter here: modules imported before the fork were
 imported under the session's environment, so a library variable read once at import (``OMP_NUM_THREADS``,
-``HF_HUB_OFFLINE``, ``TRACKIO_DIR``: :data:`IMPORT_TIME_PREFIXES`) must be the server's; a request that
+``HF_HUB_OFFLINE``, ``TRACKIO_DIR``: :data:`~tests.helpers.warm_client.IMPORT_TIME_PREFIXES`) must be the server's; a request that
 changes one runs cold. The forked processes share the server's hash seed (r1vision seeds every random
 generator it uses). Tests that must show the real exec path (one per layout) pass ``cold=True``;
 ``R1VISION_COLD_LAUNCH=1`` runs every launch cold.
 
-Protocol: one Unix-socket connection per command. The client sends ``{"argv", "env", "cwd"}`` (JSON after
-its 8-byte length) and the two file descriptors for stdout and stderr; the server forks a child that runs
-the command in a new session and answers ``{"returncode"}``. A client that goes away (its timeout) makes
-the server stop the child's session.
+Protocol (:mod:`tests.helpers.warm_client`): one Unix-socket connection per command. The client sends
+``{"argv", "env", "cwd", "executable"}`` (JSON after its 8-byte length) and the file descriptors for stdout,
+stderr (and stdin); the server forks a handler that forks the command's process in a new session and
+answers ``{"returncode"}``; the server accepts the next connection meanwhile, so a warm command can run a
+warm one. A client that goes away (its timeout, a kill) makes the handler stop the command's session.
 """
 
 from __future__ import annotations
@@ -43,14 +44,8 @@ import traceback
 from pathlib import Path
 
 from r1vision.cli import _quiet_deepspeed_on_cpu
+from tests.helpers.warm_client import PYTHON_LOG, SETTINGS, args_refusal, env_refusal, request
 
-# The variables of the libraries the server imports, several read once at import (OMP_NUM_THREADS by
-# libgomp, HF_HUB_OFFLINE by huggingface_hub, TRACKIO_DIR by trackio): a launch whose value of any of them
-# differs from the server's runs cold. Not DS_ACCELERATOR (the server sets it as `r1vision` does, see
-# serve), nor READ_WHEN_USED: read when used, and left set in the test process by accelerate's CUDA probe.
-IMPORT_TIME_PREFIXES = ("OMP_", "MKL_", "HF_", "HUGGINGFACE_", "TRANSFORMERS_", "TOKENIZERS_", "TORCH_",
-                        "PYTORCH_", "CUDA_", "DEEPSPEED_", "TRACKIO_", "WANDB_", "DIFFUSERS_", "TRL_")  # fmt: skip
-READ_WHEN_USED = frozenset({"PYTORCH_NVML_BASED_CUDA_CHECK"})
 WARM_MODULES = ("torch", "torch.distributed.run", "transformers", "trl", "peft", "datasets", "accelerate",
                 "accelerate.utils", "accelerate.commands.config", "deepspeed", "diffusers",
                 "r1vision.runners.train", "r1vision.trainer.grpo", "r1vision.trainer.sft",
@@ -127,16 +122,22 @@ def run_python(args: list[str], env: dict[str, str]) -> int:
     return code
 
 
-def _child(args: list[str], env: dict[str, str], fds: tuple[int | None, int | None]) -> None:
-    """In a freshly forked process: the command's own session, output files and exit; never returns."""
+def _child(
+    args: list[str], env: dict[str, str], fds: tuple[int | None, ...], executable: str | None = None
+) -> None:
+    """In a freshly forked process: the command's own session, files (stdout, stderr[, stdin]), interpreter
+    path (the client's ``python`` shim, so that what the command starts with ``sys.executable`` is warm too)
+    and exit; never returns."""
     code = 1
     try:
         for sock in _LISTENING:
             sock.close()
         os.setsid()
-        for target, fd in zip((1, 2), fds, strict=True):
+        for target, fd in zip((1, 2, 0), fds, strict=False):
             if fd is not None:
                 os.dup2(fd, target)
+        if executable:
+            sys.executable = executable
         code = run_python(args, env)
     except BaseException:  # noqa: BLE001
         traceback.print_exc()
@@ -190,8 +191,9 @@ def _warm_popen_hook() -> None:
 
 
 def _recv_request(conn: socket.socket) -> tuple[dict, list[int]]:
-    """One request: an 8-byte length, then that many bytes of JSON; the two fds come with the first bytes."""
-    data, fds, _, _ = socket.recv_fds(conn, 1 << 16, 2)
+    """One request: an 8-byte length, then that many bytes of JSON; the fds (stdout, stderr[, stdin]) come
+    with the first bytes."""
+    data, fds, _, _ = socket.recv_fds(conn, 1 << 16, 3)
     while len(data) < 8 or len(data) < 8 + int.from_bytes(data[:8], "big"):
         more = conn.recv(1 << 16)
         if not more:
@@ -221,7 +223,7 @@ def _serve_one(conn: socket.socket) -> None:
     if pid == 0:
         conn.close()
         os.chdir(request["cwd"])
-        _child(request["argv"][1:], request["env"], (fds[0], fds[1]))
+        _child(request["argv"][1:], request["env"], tuple(fds), request.get("executable"))
     for fd in fds:
         os.close(fd)
     while True:  # the command's end, or the client's (a timeout): then stop the command's session
@@ -255,83 +257,107 @@ def serve(path: str) -> None:
             try:
                 conn, _ = server.accept()
             except TimeoutError:
+                _reap_handlers()
                 continue
+            # Each connection gets a handler process that forks the command and waits for it, so the server
+            # accepts the next one at once: a warm command may itself run the `python` shim.
             with conn:
-                conn.settimeout(None)
-                try:
-                    _serve_one(conn)
-                except Exception:  # noqa: BLE001 - one bad request must not end the server
-                    traceback.print_exc()
+                if os.fork() == 0:
+                    code = 0
+                    try:
+                        server.close()
+                        conn.settimeout(None)
+                        _serve_one(conn)
+                    except Exception:  # noqa: BLE001 - one bad request must not end the server
+                        traceback.print_exc()
+                        code = 1
+                    finally:
+                        os._exit(code)
+            _reap_handlers()
+
+
+def _reap_handlers() -> None:
+    """Collect the handlers that have finished (the server's only children)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if not pid:
+            return
 
 
 # --- the client (the pytest process) -------------------------------------------------------------------
 
 
 class WarmLauncher:
-    """Starts the server on first use; :meth:`run` is ``subprocess.run(capture_output=True, text=True)``."""
+    """Starts the server on first use; :meth:`run` is ``subprocess.run(capture_output=True, text=True)``;
+    :attr:`python` is ``python`` for programs a test runs (:mod:`tests.helpers.warm_client`)."""
 
     def __init__(self, base_env: dict[str, str]) -> None:
         self.base_env = dict(base_env)
         self.dir = tempfile.mkdtemp(prefix="r1v-warm-")
         self.path = os.path.join(self.dir, "sock")
         root = Path(__file__).resolve().parents[2]
+        self.python = os.path.join(self.dir, "python")
+        client = Path(__file__).with_name("warm_client.py")
+        # -I -S: the client needs the standard library only, and starts in ~20 ms
+        Path(self.python).write_text(
+            f'#!/bin/sh\nexec "{sys.executable}" -I -S "{client}" "{self.dir}" "$@"\n'
+        )
+        os.chmod(self.python, 0o755)
         self.log = open(os.path.join(self.dir, "server.log"), "w")  # noqa: SIM115 - open for the server's life
         self.server = subprocess.Popen([sys.executable, "-m", "tests.helpers.warm_launch", self.path],
                                        cwd=root, env=self.base_env, stdout=self.log, stderr=subprocess.STDOUT)  # fmt: skip
+        settings = {
+            "python": sys.executable,
+            "socket": self.path,
+            "env": self.base_env,
+            "server": self.server.pid,
+        }
+        Path(self.dir, SETTINGS).write_text(json.dumps(settings))
         atexit.register(self.close)
 
     def refusal(self, cmd: list[str], env: dict[str, str]) -> str | None:
-        """Why ``cmd`` cannot start warm (``None``: it can): another program, or another import-time
-        environment than the server's."""
-        if len(cmd) < 2 or cmd[0] != sys.executable:
+        """Why ``cmd`` cannot start warm (``None``: it can): another program, interpreter arguments the server
+        does not run, or another import-time environment than the server's."""
+        if len(cmd) < 2 or cmd[0] not in (sys.executable, self.python):
             return "not this interpreter"
         if self.server.poll() is not None:
             return "the server exited"
-        differ = sorted(
-            k
-            for k in {*env, *self.base_env}
-            if k.startswith(IMPORT_TIME_PREFIXES)
-            and k not in READ_WHEN_USED
-            and env.get(k) != self.base_env.get(k)
-        )
-        return f"{differ[0]} differs" if differ else None
+        return args_refusal(cmd[1:]) or env_refusal(env, self.base_env)
 
     def accepts(self, cmd: list[str], env: dict[str, str]) -> bool:
         """Whether ``cmd`` can start warm (:meth:`refusal` has no reason)."""
         return self.refusal(cmd, env) is None
 
-    def _connect(self, timeout: float) -> socket.socket:
+    def python_launches(self) -> list[str]:
+        """What the ``python`` shim did so far, a line per command: ``warm`` or ``cold (why)``."""
+        log = Path(self.dir, PYTHON_LOG)
+        return log.read_text().splitlines() if log.is_file() else []
+
+    def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while not os.path.exists(self.path):
             if self.server.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the warm launcher did not start; see {self.log.name}")
             time.sleep(0.05)
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.connect(self.path)
-        return sock
 
     def run(
         self, cmd: list[str], cwd: Path, env: dict[str, str], timeout: float
     ) -> subprocess.CompletedProcess:
         start = time.monotonic()
+        self._wait_ready(timeout=120.0)
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-            sock = self._connect(timeout=120.0)
-            with sock:
-                request = {"argv": [str(a) for a in cmd], "env": env, "cwd": str(cwd)}
-                body = json.dumps(request).encode()
-                socket.send_fds(sock, [len(body).to_bytes(8, "big") + body], [out.fileno(), err.fileno()])
-                sock.settimeout(max(timeout - (time.monotonic() - start), 1.0))
-                try:
-                    reply = sock.recv(1 << 16)
-                except TimeoutError:
-                    reply = None  # closing the socket stops the command
+            code = request(self.path, [str(a) for a in cmd], env, str(cwd), [out.fileno(), err.fileno()],
+                           timeout - (time.monotonic() - start))  # fmt: skip
             texts = []
             for f in (out, err):
                 f.seek(0)
                 texts.append(f.read().decode("utf-8", errors="replace"))
-        if reply is None:
+        if code is None:
             raise subprocess.TimeoutExpired(cmd, timeout, output=texts[0], stderr=texts[1])
-        return subprocess.CompletedProcess(cmd, json.loads(reply)["returncode"], texts[0], texts[1])
+        return subprocess.CompletedProcess(cmd, code, texts[0], texts[1])
 
     def close(self) -> None:
         if self.server.poll() is None:
