@@ -17,10 +17,11 @@ given the task: it takes it, the options and the pixel budget from the run's sav
 rows: one generation round per recipe (1 prompt; 128 for the MAYE geometry recipe, which draws 128
 single-response prompts per round).
 
-Runtime: 1:11 for the module on a quiet 2-core machine (2026-11-29; 3:36 while TRL's fused LM head still
-projected every prompt position on a CPU, see r1vision/trainer/fused_head.py): two worker processes (one
-per core) take the chains largest first, each the next one nobody has claimed (47 s and 45 s of chains),
-then one fresh interpreter stock-loads every saved folder.
+Runtime: 1:05 for the module on a quiet 2-core machine (2026-11-30; 1:11 with cold workers, 3:36 while TRL's
+fused LM head still projected every prompt position on a CPU, see r1vision/trainer/fused_head.py): two
+worker processes (one per core, forked from the tests' warm interpreter: tests/helpers/launch.py) take the
+chains largest first, each the next one nobody has claimed, then one fresh interpreter that never imported
+r1vision stock-loads every saved folder.
 """
 
 from __future__ import annotations
@@ -28,12 +29,13 @@ from __future__ import annotations
 import csv
 import json
 import os
-import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from tests.helpers.launch import launch_env, run_command
 from tests.helpers.paths import ROOT
 from tests.helpers.stock import stock_load_many
 
@@ -194,20 +196,21 @@ def acceptance(tmp_path_factory):
     # R1VISION_ACCEPTANCE=name,name runs only those chains (while working on one recipe).
     names = [n for n in CHAINS if n in os.environ.get("R1VISION_ACCEPTANCE", n).split(",")]
     names.sort(key=lambda n: -COST.get(n, 0))
-    env = dict(os.environ, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env = launch_env(
+        PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    )
     plan, claims = work / "plan.json", work / "claims"
     plan.write_text(json.dumps([(n, _commands(n, work, data)) for n in names]))
     claims.mkdir()
     workers = min(2, len(names))
-    procs = []
-    for k in range(workers):
-        log = open(work / f"worker{k}.log", "w")
+
+    def worker(k: int) -> None:  # a warm interpreter each (tests/helpers/launch.py), running side by side
         argv = [sys.executable, "-c", DRIVER, str(plan), str(work / f"res{k}.json"), str(claims)]
-        procs.append((subprocess.Popen(argv, env=env, cwd=work, stdout=log, stderr=subprocess.STDOUT), log))
-    for proc, log in procs:
-        proc.wait(timeout=1200)
-        log.close()
+        proc = run_command(argv, cwd=work, env=env, timeout=1200)
+        (work / f"worker{k}.log").write_text(proc.stdout + proc.stderr)
+
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(worker, range(workers)))
     results: dict[str, list[dict]] = {}
     for k in range(workers):
         path = work / f"res{k}.json"

@@ -9,14 +9,15 @@ import subprocess
 
 import pytest
 
-from tests.helpers.paths import ROOT, env_with_src
+from tests.helpers.launch import launch_env, warm_python
+from tests.helpers.paths import ROOT
 
 
 @pytest.mark.slow
 def test_cpu_smoke_runs_every_phase(tmp_path):
     out = tmp_path / "gc"
-    env = env_with_src(OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
-    env.pop("PYTHON", None)
+    # every Python process of the check forks from the tests' warm interpreter (tests/helpers/warm_client.py)
+    env = launch_env(PYTHON=warm_python())
     done = subprocess.run(
         ["bash", str(ROOT / "scripts" / "gpu_check.sh"), "--cpu-smoke", "--out", str(out), "--budget", "900"],
         capture_output=True, text=True, env=env, timeout=1200,
@@ -82,8 +83,7 @@ def test_the_check_refuses_a_machine_without_cuda_outside_smoke_mode(tmp_path):
 
     if torch.cuda.is_available():
         pytest.skip("CUDA is usable here: the refusal does not apply (the full check would run)")
-    env = env_with_src(HF_HUB_OFFLINE="1")
-    env.pop("PYTHON", None)
+    env = launch_env(PYTHON=warm_python())
     done = subprocess.run(
         ["bash", str(ROOT / "scripts" / "gpu_check.sh"), "--out", str(tmp_path / "gc")],
         capture_output=True, text=True, env=env, timeout=600,

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.paths import ROOT, env_with_src
+from tests.helpers.launch import launch_env, warm_python
+from tests.helpers.paths import ROOT, SRC
 
 SCRIPTS = sorted((ROOT / "scripts").rglob("*.sh"))
 
@@ -289,7 +290,9 @@ def test_gpu_stack_check_runs_every_check(tmp_path):
 
 @pytest.mark.slow
 def test_sft_local_script_trains_on_cpu(tmp_path, tiny_model, color_dir):
-    env = dict(os.environ, NUM_GPUS="1", PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    env = launch_env(
+        NUM_GPUS="1", PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}", PYTHON=warm_python()
+    )
     out = tmp_path / "sft"
     cmd = ["bash", str(ROOT / "scripts" / "sft" / "local.sh"), "--model", tiny_model("qwen2_vl")]
     cmd += ["--dataset", str(color_dir), "--task", "color", "--output_dir", str(out), "--max_steps", "1"]
@@ -324,7 +327,7 @@ def test_sbatch_sft_and_infer_steps_request_resources(fake_slurm, script, comman
 def test_launchers_without_gpu_keep_relative_paths(tiny_model, color_dir, tmp_path):
     """Without nvidia-smi and NUM_GPUS the launchers exited 127 silently and cd'ed to the repo root."""
     path = ":".join(p for p in os.environ["PATH"].split(":") if not (Path(p) / "nvidia-smi").exists())
-    env = env_with_src(PATH=path, PYTHON=sys.executable)
+    env = launch_env(PATH=path, PYTHON=warm_python(), PYTHONPATH=str(SRC))
     env.pop("NUM_GPUS", None)
     os.symlink(tiny_model("qwen2_vl"), tmp_path / "m")
     os.symlink(color_dir, tmp_path / "data")
@@ -434,9 +437,9 @@ def test_sbatch_launch_lines_train_two_nodes_on_localhost(tmp_path, tiny_model, 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", SLURM_JOB_NODELIST="node-[0-1]", SLURM_NNODES="2",
+    env = launch_env(PATH=f"{bin_dir}:{os.environ['PATH']}", SLURM_JOB_NODELIST="node-[0-1]", SLURM_NNODES="2",
                SLURM_JOB_ID="7", SLURM_SUBMIT_DIR=str(ROOT), GPUS_PER_NODE="1", CPUS_PER_NODE="1",
-               MASTER_PORT=str(port), OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", PYTHON=sys.executable)  # fmt: skip
+               MASTER_PORT=str(port), PYTHON=warm_python())  # fmt: skip
     out = tmp_path / "run"
     argv = ["bash", str(ROOT / "scripts" / "grpo" / "sbatch_colocate.sh"), "--task", "color", "--model",
             tiny_model("qwen2_vl"), "--dataset", str(color_dir), "--output_dir", str(out), "--max_steps", "2",
