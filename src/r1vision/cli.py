@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from r1vision.commands import COMMANDS, GROUPS
+from r1vision.import_hooks import patch_on_import
 
 
 def _module(name: str) -> ModuleType:
@@ -66,13 +67,26 @@ def _bad_input_errors() -> tuple[type[BaseException], ...]:
 
 def _quiet_deepspeed_on_cpu() -> None:
     """On a machine without an NVIDIA driver, tell DeepSpeed it is on a CPU (DS_ACCELERATOR=cpu): otherwise
-    every command that imports transformers prints its "Setting accelerator to CPU" warning."""
+    every command that imports transformers prints its "Setting accelerator to CPU" warning. On its CPU
+    accelerator, DeepSpeed's comm backend is kept from compiling its shared-memory all-reduce op
+    (:func:`_without_shared_memory_all_reduce`)."""
     import shutil
 
     if "DS_ACCELERATOR" not in os.environ and not (
         shutil.which("nvidia-smi") or os.path.exists("/dev/nvidiactl")
     ):
         os.environ["DS_ACCELERATOR"] = "cpu"
+    if os.environ.get("DS_ACCELERATOR") == "cpu":
+        patch_on_import("deepspeed.ops", _without_shared_memory_all_reduce)
+
+
+def _without_shared_memory_all_reduce(module: ModuleType) -> None:
+    """DeepSpeed's CPU comm backend JIT-compiles ``deepspeed_shm_comm`` when it starts: ~40 s of C++ on 2
+    cores before the first ZeRO step, again in every fresh environment (the build hashes its include
+    paths). Only ``inference_all_reduce`` (DeepSpeed's tensor-parallel inference) uses the op; ZeRO's
+    collectives go through the process group either way, and without the op that call falls back to the
+    group's all_reduce, as where the op cannot build (r1vision.versions.PATCHES)."""
+    module.__compatible_ops__["deepspeed_shm_comm"] = False
 
 
 def _global_flags(argv: list[str]) -> list[str]:

@@ -309,6 +309,14 @@ PATCHES: tuple[Patch, ...] = (
         "tests/trainer/test_distributed.py::test_zero3_sft_resume_matches_uninterrupted_run",
     ),
     Patch(
+        "deepspeed.ops.__compatible_ops__['deepspeed_shm_comm'] (False in a CPU DeepSpeed run)",
+        "deepspeed/comm/torch.py:49",
+        "if builder is None or not deepspeed.ops.__compatible_ops__.get(builder.NAME, False):",
+        "r1vision/cli.py",
+        "the CPU backend compiled its shared-memory all-reduce (~40 s) for inference_all_reduce only",
+        "tests/trainer/test_distributed.py::test_zero3_grpo_partitions_saves_and_resumes",
+    ),
+    Patch(
         "transformers' global ZeRO-3 config (unset while the end-of-run merge loads the base model)",
         "transformers/integrations/deepspeed.py:267",
         "_hf_deepspeed_config_weak_ref = None",

@@ -15,7 +15,7 @@ import pytest
 
 from tests.helpers.warm_launch import WarmLauncher
 
-TIMEOUT_S = 1800  # a hang guard only: >= 5x a loaded run (a first ZeRO run also compiles a CPU op)
+TIMEOUT_S = 1800  # a hang guard only: >= 5x a loaded run
 
 
 # Every launched run's settings: two ranks on two cores (more threads only oversubscribe), offline.
