@@ -102,8 +102,8 @@ def test_a_timeout_stops_the_command_and_what_it_started(tmp_path):
 def test_the_python_shim_runs_a_program_and_what_it_starts_warm(tmp_path):
     """``warm_python()`` as a script's ``PYTHON``: ``"$PYTHON" prog.py`` forks warm (torch's stack already
     imported), the program's ``sys.executable`` is the shim so its own children fork warm too, stdin,
-    output and exit codes pass through, killing the shim stops its command, and what the server cannot run
-    (``-I``) is exec'd on the real interpreter."""
+    output, exit codes and signals pass through, killing the shim stops its command, and what the server
+    cannot run (``-I``) is exec'd on the real interpreter."""
     import os
     import signal
     import time
@@ -128,6 +128,14 @@ def test_the_python_shim_runs_a_program_and_what_it_starts_warm(tmp_path):
     )
     assert proc.stdout == "True True rows\nexit 7\n1 False\n", proc.stderr
     assert python_launches()[before:] == ["warm", "warm", "cold (interpreter arguments -I -c)"]
+    # a signal to the shim reaches its command (here a preemption handler exiting 75, as the trainers do)
+    trapping = subprocess.Popen(
+        [shim, "-c", "import signal, sys, time\nsignal.signal(signal.SIGTERM, lambda *a: sys.exit(75))\n"
+         "print('ready', flush=True)\ntime.sleep(600)\n"], env=env, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert trapping.stdout.readline() == "ready\n"
+    trapping.send_signal(signal.SIGTERM)
+    assert trapping.wait(timeout=60) == 75
     # a killed shim (a caller's timeout) stops the command it started
     pid_file = tmp_path / "pid"
     waiting = subprocess.Popen(

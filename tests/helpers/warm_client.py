@@ -5,7 +5,9 @@ commands can start warm, the request, and ``python`` for programs a test runs.
 ``PYTHON`` to a shipped script (``scripts/gpu_check.sh``, the launchers under ``scripts/``), and every
 ``"$PYTHON" ...`` there, and every ``sys.executable ...`` in what that starts, forks from the warm server
 instead of importing torch again. What it cannot run warm (another environment at import time, interpreter
-flags other than ``-u``/``-B``, no program) it execs on the real interpreter, as ``python`` would.
+flags other than ``-u``/``-B``, no program) it execs on the real interpreter, as ``python`` would. It exits
+as its command did, passes the signals it receives on (:data:`FORWARDED`), and a killed shim's command is
+stopped.
 """
 
 from __future__ import annotations
@@ -51,6 +53,11 @@ def args_refusal(args: list[str]) -> str | None:
     return None
 
 
+# What the shim passes on to its command, as a process receiving them would get them (Slurm's preemption
+# SIGTERM, Ctrl-C, a user's SIGUSR1); SIGKILL cannot be caught: the server then stops the command's session.
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+
+
 def request(
     path: str,
     argv: list[str],
@@ -59,15 +66,20 @@ def request(
     fds: list[int],
     timeout: float | None,
     executable: str | None = None,
+    forward_signals: bool = False,
 ) -> int | None:
     """Run ``argv`` on the server at socket ``path`` with ``fds`` (stdout, stderr[, stdin]); its exit code, or
-    ``None`` after ``timeout`` seconds (closing the connection stops the command's session)."""
+    ``None`` after ``timeout`` seconds (closing the connection stops the command's session).
+    ``forward_signals``: the :data:`FORWARDED` signals this process receives go to the command."""
     start = time.monotonic()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     with sock:
         sock.connect(path)
         body = json.dumps({"argv": argv, "env": env, "cwd": cwd, "executable": executable}).encode()
         socket.send_fds(sock, [len(body).to_bytes(8, "big") + body], fds)
+        if forward_signals:
+            for signum in FORWARDED:
+                signal.signal(signum, lambda n, _frame: sock.send(bytes([n])))
         sock.settimeout(None if timeout is None else max(timeout - (time.monotonic() - start), 1.0))
         try:
             reply = sock.recv(1 << 16)
@@ -105,7 +117,9 @@ def main(folder: str, args: list[str]) -> None:
     if why:
         os.execv(settings["python"], [settings["python"], *args])
     shim = os.path.join(folder, "python")
-    code = request(settings["socket"], [shim, *args], env, os.getcwd(), [1, 2, 0], None, executable=shim)
+    code = request(
+        settings["socket"], [shim, *args], env, os.getcwd(), [1, 2, 0], None, shim, forward_signals=True
+    )
     if code is not None and code < 0:  # killed by a signal: die of it, as the command did
         signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)

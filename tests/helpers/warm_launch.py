@@ -26,6 +26,7 @@ warm one. A client that goes away (its timeout, a kill) makes the handler stop t
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib
 import io
 import json
@@ -226,15 +227,23 @@ def _serve_one(conn: socket.socket) -> None:
         _child(request["argv"][1:], request["env"], tuple(fds), request.get("executable"))
     for fd in fds:
         os.close(fd)
-    while True:  # the command's end, or the client's (a timeout): then stop the command's session
+    # The command's end; a signal the client forwards (a byte: its number); or the client's end (a timeout,
+    # a kill): then stop the command's session.
+    while True:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
             conn.sendall(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}).encode())
             return
         readable, _, _ = select.select([conn], [], [], 0.05)
-        if readable and not conn.recv(1):
+        if not readable:
+            continue
+        signals = conn.recv(64)
+        if not signals:
             _stop_session(pid)
             return
+        for signum in signals:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signum)
 
 
 def serve(path: str) -> None:
@@ -349,8 +358,10 @@ class WarmLauncher:
         start = time.monotonic()
         self._wait_ready(timeout=120.0)
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            # a command given as the shim (`warm_python()`) gets it as its sys.executable, as the shim would
+            executable = self.python if cmd[0] == self.python else None
             code = request(self.path, [str(a) for a in cmd], env, str(cwd), [out.fileno(), err.fileno()],
-                           timeout - (time.monotonic() - start))  # fmt: skip
+                           timeout - (time.monotonic() - start), executable)  # fmt: skip
             texts = []
             for f in (out, err):
                 f.seek(0)
