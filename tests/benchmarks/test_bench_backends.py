@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 import torch
 
+from tests.helpers.launch import run_command, warm_python
 from tests.helpers.paths import ROOT
 
 SCRIPT = ROOT / "benchmarks" / "bench_backends.py"
@@ -18,9 +17,10 @@ SCRIPT = ROOT / "benchmarks" / "bench_backends.py"
 def test_benchmark_runs_fixed_length_rollouts(tmp_path):
     """Every completion is exactly --max-completion tokens (EOS suppressed), so backends do equal work."""
     out = tmp_path / "rows.json"
-    cmd = [sys.executable, str(SCRIPT), "--backends", "hf", "--steps", "2", "--warmup", "1", "--prompts", "2"]
+    # the script and the runs it starts fork from the tests' warm interpreter (tests/helpers/launch.py)
+    cmd = [warm_python(), str(SCRIPT), "--backends", "hf", "--steps", "2", "--warmup", "1", "--prompts", "2"]
     cmd += ["--generations", "2", "--max-completion", "6", "--workdir", str(tmp_path), "--json-out", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    proc = run_command(cmd, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "| hf | 0 |" in proc.stdout and "1.00x" in proc.stdout
     raw = json.loads((tmp_path / "hf-zero0" / "result.json").read_text())

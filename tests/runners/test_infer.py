@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from tests.helpers.paths import ROOT, env_with_src
+from tests.helpers.launch import launch_env, run_command, warm_python
+from tests.helpers.paths import ROOT, SRC
 
 RECIPES = sorted((ROOT / "configs" / "recipes").glob("*.yaml"))
 
@@ -19,10 +18,12 @@ RECIPES = sorted((ROOT / "configs" / "recipes").glob("*.yaml"))
 @pytest.mark.slow
 def test_torchrun_inference_splits_rows(tiny_model, color_dir, tmp_path):
     """Under `torchrun --nproc 2` on CPU both processes were rank 0 and wrote every row twice."""
-    torchrun = Path(sys.executable).parent / "torchrun"
+    # torchrun is `python -m torch.distributed.run`; from the warm interpreter (tests/helpers/launch.py).
     # --standalone: a free rendezvous port, so concurrent test runs do not collide on torchrun's 29500
     cmd = [
-        str(torchrun),
+        warm_python(),
+        "-m",
+        "torch.distributed.run",
         "--standalone",
         "--nproc_per_node",
         "2",
@@ -34,7 +35,7 @@ def test_torchrun_inference_splits_rows(tiny_model, color_dir, tmp_path):
     ]
     cmd += ["--model", tiny_model("qwen2_vl"), "--dataset", str(color_dir), "--split", "test"]
     cmd += ["--output_dir", str(tmp_path / "p"), "--max-new-tokens", "2"]
-    proc = subprocess.run(cmd, env=env_with_src(), capture_output=True, text=True, timeout=300)
+    proc = run_command(cmd, env=launch_env(PYTHONPATH=str(SRC)), timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     shards = sorted((tmp_path / "p").glob("shard-*.jsonl"))
     indices = [json.loads(line)["index"] for s in shards for line in s.read_text().splitlines()]
@@ -135,19 +136,11 @@ def test_a_sigterm_stops_infer_between_batches_and_the_same_command_continues(ti
     n = 120
     synth_color(tmp_path / "data", n, seed=0, split="test")
     out = tmp_path / "p"
-    cmd = [
-        sys.executable,
-        "-m",
-        "r1vision.cli",
-        "infer",
-        "--task",
-        "color",
-        "--model",
-        tiny_model("qwen2_vl"),
-    ]
+    # from the warm interpreter (tests/helpers/launch.py), which passes the SIGTERM on to the command
+    cmd = [warm_python(), "-m", "r1vision.cli", "infer", "--task", "color", "--model", tiny_model("qwen2_vl")]
     cmd += ["--dataset", str(tmp_path / "data"), "--split", "test", "--output_dir", str(out)]
     cmd += ["--batch_size", "1", "--max_new_tokens", "24"]
-    env = {**env_with_src(), "OMP_NUM_THREADS": "1"}
+    env = launch_env(PYTHONPATH=str(SRC))
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     shard = out / "shard-00000.jsonl"
     deadline = time.monotonic() + 300
@@ -161,7 +154,7 @@ def test_a_sigterm_stops_infer_between_batches_and_the_same_command_continues(ti
     first = [json.loads(x)["index"] for x in shard.read_text().splitlines()]  # every line decodes
     assert 2 <= len(first) < n
 
-    again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    again = run_command(cmd, env=env, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
     indices = [json.loads(x)["index"] for x in shard.read_text().splitlines()]
     assert sorted(indices) == list(range(n)) and indices[: len(first)] == first
