@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
         p,
         "--quick",
         action="store_true",
-        help="a smoke run (well under 2 minutes; too short to learn), except --task motion: ~3 minutes that "
+        help="a smoke run (well under 2 minutes; too short to learn), except --task motion: ~1.5 minutes that "
         "learn",
     )
     add(p, "--quiet", action="store_true", help="no per-step progress bars")
