@@ -11,8 +11,8 @@ The one hook is torch elastic's ``SubprocessHandler._popen``, which forks a rank
 
 Differences from a cold start, and why they do not matter here: modules imported before the fork were
 imported under the session's environment, so a library variable read once at import (``OMP_NUM_THREADS``,
-``HF_HUB_OFFLINE``, ``TRACKIO_DIR``: :data:`~tests.helpers.warm_client.IMPORT_TIME_PREFIXES`) must be the server's; a request that
-changes one runs cold. The forked processes share the server's hash seed (r1vision seeds every random
+``HF_HUB_OFFLINE``, ``TRACKIO_DIR``: ``IMPORT_TIME_PREFIXES`` in :mod:`tests.helpers.warm_client`) must be
+the server's; a request that changes one runs cold. The forked processes share the server's hash seed (r1vision seeds every random
 generator it uses). Tests that must show the real exec path (one per layout) pass ``cold=True``;
 ``R1VISION_COLD_LAUNCH=1`` runs every launch cold.
 

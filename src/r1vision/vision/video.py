@@ -18,6 +18,7 @@ from __future__ import annotations
 import io
 import math
 import os
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -324,25 +325,24 @@ class _ClipCache:
         self.max_bytes = max_bytes
         self._clips: OrderedDict[tuple, Clip] = OrderedDict()
         self._bytes = 0
+        self._lock = threading.Lock()  # a loader thread and the trainer may read clips at once
 
     def load(self, path: Path, budget: VideoBudget) -> Clip:
         stat = path.stat()
         key = (str(path), stat.st_size, stat.st_mtime_ns, budget)
-        clip = self._clips.get(key)
-        if clip is None:
-            clip = _decode_container(str(path), budget, str(path))
-            if clip.nbytes <= self.max_bytes:
+        with self._lock:
+            clip = self._clips.get(key)
+            if clip is not None:
+                self._clips.move_to_end(key)
+                return clip.copy()
+        clip = _decode_container(str(path), budget, str(path))
+        with self._lock:
+            if clip.nbytes <= self.max_bytes and key not in self._clips:
                 self._clips[key] = clip
                 self._bytes += clip.nbytes
                 while self._bytes > self.max_bytes:
                     self._bytes -= self._clips.popitem(last=False)[1].nbytes
-        else:
-            self._clips.move_to_end(key)
         return clip.copy()
-
-    def clear(self) -> None:
-        self._clips.clear()
-        self._bytes = 0
 
 
 # 256 MiB: ~16,000 demo clips (2 frames of 56 px), ~650 Video-R1 clips (16 frames of 128 tokens).
