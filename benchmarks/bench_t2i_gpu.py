@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -126,6 +127,7 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
         trainer_module.load_family = original
     trainer.create_optimizer_and_scheduler(num_training_steps=10)
     row = [trainer.train_dataset[0]] * a.images  # one group: a.images images of one prompt
+    shutil.rmtree(folder)  # the prompts are loaded and nothing is saved: leave no folder behind per run
     times, peaks = [], []
     for i in range(a.repeats + 1):
         if gpu:
