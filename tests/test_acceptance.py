@@ -36,7 +36,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.launch import launch_env, run_command
-from tests.helpers.paths import ROOT
+from tests.helpers.paths import ROOT, SRC
 from tests.helpers.stock import stock_load_many
 
 pytestmark = pytest.mark.slow  # the whole recipe chain: minutes
@@ -196,9 +196,7 @@ def acceptance(tmp_path_factory):
     # R1VISION_ACCEPTANCE=name,name runs only those chains (while working on one recipe).
     names = [n for n in CHAINS if n in os.environ.get("R1VISION_ACCEPTANCE", n).split(",")]
     names.sort(key=lambda n: -COST.get(n, 0))
-    env = launch_env(
-        PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    )
+    env = launch_env(PYTHONPATH=str(SRC))
     plan, claims = work / "plan.json", work / "claims"
     plan.write_text(json.dumps([(n, _commands(n, work, data)) for n in names]))
     claims.mkdir()

@@ -18,6 +18,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Callable
 
 # The variables of the libraries the server imports, several read once at import (OMP_NUM_THREADS by
 # libgomp, HF_HUB_OFFLINE by huggingface_hub, TRACKIO_DIR by trackio): a launch whose value of any of them
@@ -90,17 +91,21 @@ def request(
     return json.loads(reply)["returncode"]
 
 
-def _server_ready(settings: dict, timeout: float) -> bool:
-    """Wait for the server's socket (it appears once the imports are done) while the server lives."""
+def wait_for_socket(path: str, alive: Callable[[], bool], timeout: float) -> bool:
+    """Wait for the server's socket ``path`` (it appears once the imports are done) while ``alive()``."""
     deadline = time.monotonic() + timeout
-    while not os.path.exists(settings["socket"]):
-        try:
-            os.kill(settings["server"], 0)
-        except ProcessLookupError:
-            return False
-        if time.monotonic() > deadline:
+    while not os.path.exists(path):
+        if not alive() or time.monotonic() > deadline:
             return False
         time.sleep(0.05)
+    return True
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
     return True
 
 
@@ -110,7 +115,7 @@ def main(folder: str, args: list[str]) -> None:
         settings = json.load(f)
     env = dict(os.environ)
     why = args_refusal(args) or env_refusal(env, settings["env"])
-    if why is None and not _server_ready(settings, timeout=120.0):
+    if why is None and not wait_for_socket(settings["socket"], lambda: _running(settings["server"]), 120.0):
         why = "the server is not running"
     with open(os.path.join(folder, PYTHON_LOG), "a") as log:
         log.write(f"cold ({why})\n" if why else "warm\n")

@@ -45,7 +45,14 @@ import traceback
 from pathlib import Path
 
 from r1vision.cli import _quiet_deepspeed_on_cpu
-from tests.helpers.warm_client import PYTHON_LOG, SETTINGS, args_refusal, env_refusal, request
+from tests.helpers.warm_client import (
+    PYTHON_LOG,
+    SETTINGS,
+    args_refusal,
+    env_refusal,
+    request,
+    wait_for_socket,
+)
 
 WARM_MODULES = ("torch", "torch.distributed.run", "transformers", "trl", "peft", "datasets", "accelerate",
                 "accelerate.utils", "accelerate.commands.config", "deepspeed", "diffusers",
@@ -345,18 +352,12 @@ class WarmLauncher:
         log = Path(self.dir, PYTHON_LOG)
         return log.read_text().splitlines() if log.is_file() else []
 
-    def _wait_ready(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while not os.path.exists(self.path):
-            if self.server.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the warm launcher did not start; see {self.log.name}")
-            time.sleep(0.05)
-
     def run(
         self, cmd: list[str], cwd: Path, env: dict[str, str], timeout: float
     ) -> subprocess.CompletedProcess:
         start = time.monotonic()
-        self._wait_ready(timeout=120.0)
+        if not wait_for_socket(self.path, lambda: self.server.poll() is None, timeout=120.0):
+            raise RuntimeError(f"the warm launcher did not start; see {self.log.name}")
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             # a command given as the shim (`warm_python()`) gets it as its sys.executable, as the shim would
             executable = self.python if cmd[0] == self.python else None
