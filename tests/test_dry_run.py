@@ -66,8 +66,9 @@ def test_a_video_recipe_reports_its_video_tokens(capsys):
 
 
 def test_fsdp2_layout_is_its_own_estimate_not_zero3(capsys):
-    """``--accelerate_config fsdp2 --dry-run`` judges FSDP2's states (load-dtype AdamW, sharded), which are
-    smaller than ZeRO-3's fp32 master + moments for the same run."""
+    """``--accelerate_config fsdp2 --dry-run`` judges FSDP2's states (fp32 masters and moments under the
+    GPU's bf16 mixed precision, sharded), smaller than ZeRO-3's for the same run; judged for the target GPU
+    (bf16 on) although this machine has none, and ``--bf16 false`` loads fp32 weights (TRL's default)."""
     argv = [
         "--config",
         str(RECIPES / "geometry_grpo.yaml"),
@@ -80,6 +81,13 @@ def test_fsdp2_layout_is_its_own_estimate_not_zero3(capsys):
     assert fsdp.facts["fsdp"] and fsdp.facts["zero"] == 0 and not zero3.facts["fsdp"]
     assert "FSDP2 over 8 GPUs" in "\n".join(fsdp.lines)
     assert fsdp.facts["training_bytes"] < zero3.facts["training_bytes"]
+    memory = next(line for line in fsdp.lines if line.startswith("memory per GPU"))
+    assert memory.endswith("weights loaded bf16")
+    fp32 = plan("grpo", [*argv, "--fsdp2", "--bf16", "false"])
+    assert next(line for line in fp32.lines if line.startswith("memory per GPU")).endswith(
+        "weights loaded fp32"
+    )
+    assert fp32.facts["training_bytes"] > fsdp.facts["training_bytes"]
     assert cli_main(["grpo", "--config", "geometry_grpo", "--model", "Qwen/Qwen2.5-VL-7B-Instruct",
                      "--accelerate_config", "fsdp2", "--num_processes", "8",
                      "--dry-run"]) == 0  # fmt: skip

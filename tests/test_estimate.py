@@ -63,19 +63,39 @@ def test_zero2_replicates_weights_and_offload_moves_states_to_cpu():
     assert off3.weights == 0 and off3.cpu_offload == 16e9 + 2e9 and off3.model_states == 4e7
 
 
-def test_fsdp2_shards_the_no_deepspeed_states_and_gathers_the_root_and_two_blocks(capsys):
-    """FSDP2: torch's AdamW states in the load dtype (no fp32 master), all sharded over the GPUs,
-    gradients reduce-scattered (no DDP bucket copy); the root unit (embedding) and two blocks gathered."""
+def test_fsdp2_shards_fp32_masters_under_bf16_and_gathers_the_root_and_two_blocks(capsys):
+    """FSDP2 under bf16 mixed precision (the GPU default): accelerate upcasts the trainable parameters to
+    fp32 masters, so weight 4 B + gradient 4 B + AdamW 8 B, all sharded over the GPUs (16/N, no DDP bucket
+    copy); the root unit (embedding) and two blocks gathered in bf16 for compute. Without mixed precision
+    the states stay in the load dtype (bf16 here: 2 + 2 + 4 B). Frozen parameters keep the load dtype."""
     e = estimate(SHAPE, _setup(zero=0, fsdp=True, beta=0.04))
-    assert (e.weights, e.gradients, e.optimizer, e.reference) == (2e9 / 8, 2e9 / 8, 4e9 / 8, 2e9 / 8)
+    assert (e.weights, e.gradients, e.optimizer, e.reference) == (4e9 / 8, 4e9 / 8, 8e9 / 8, 2e9 / 8)
     assert e.gathered == 2 * (10_000 * 1000 + 2 * 10_000_000)
-    assert e.model_states < estimate(SHAPE, _setup(zero=3, beta=0.04)).model_states  # no 12 B fp32 Adam
-    one = estimate(SHAPE, _setup(gpus=1, zero=0, fsdp=True))  # one GPU: nothing to shard, plain states
-    assert (one.weights, one.gathered) == (2e9, 0)
+    z3 = estimate(SHAPE, _setup(zero=3, beta=0.04))
+    assert e.weights + e.gradients + e.optimizer == 16e9 / 8 < z3.weights + z3.gradients + z3.optimizer
+    plain = estimate(SHAPE, _setup(zero=0, fsdp=True, beta=0.04, bf16_autocast=False))
+    assert (plain.weights, plain.gradients, plain.optimizer) == (2e9 / 8, 2e9 / 8, 4e9 / 8)
+    frozen = estimate(SHAPE, _setup(zero=0, fsdp=True, freeze_vision=True))  # the tower: bf16, no states
+    assert (
+        frozen.weights == (4 * 900_000_000 + 2 * 100_000_000) // 8
+        and frozen.optimizer == 8 * 900_000_000 // 8
+    )
+    lora = estimate(SHAPE, _setup(zero=0, fsdp=True, lora_r=8))  # fp32 adapters, bf16 base
+    assert lora.weights == (4 * 8_000_000 + 2 * 1_000_000_000) // 8
+    one = estimate(SHAPE, _setup(gpus=1, zero=0, fsdp=True))  # one GPU: nothing to shard, still upcast
+    assert (one.weights, one.optimizer) == (4e9, 8e9) and one.gathered == e.gathered
     with pytest.raises(ValueError, match="zero must be 0"):
         estimate(SHAPE, _setup(zero=3, fsdp=True))
     assert main(["estimate-memory", "--model", "qwen2.5-vl-7b", "--gpus", "8", "--fsdp2"]) == 0
     assert "FSDP2 (full shard)" in capsys.readouterr().out
+    assert main(["estimate-memory", "--model", "qwen2.5-vl-7b", "--gpus", "8", "--fsdp2", "--json"]) == 0
+    mixed = json.loads(capsys.readouterr().out)
+    assert (
+        main(["estimate-memory", "--model", "qwen2.5-vl-7b", "--gpus", "8", "--fsdp2", "--no_bf16", "--json"])
+        == 0
+    )
+    plain = json.loads(capsys.readouterr().out)
+    assert mixed["optimizer"] == 2 * plain["optimizer"] and mixed["weights"] == 2 * plain["weights"]
     assert main(["estimate-memory", "--model", "qwen2.5-vl-7b", "--gpus", "8", "--fsdp2", "--offload"]) == 2
     assert "--fsdp2 --offload" in capsys.readouterr().err
 

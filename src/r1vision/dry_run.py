@@ -212,6 +212,14 @@ def plan(kind: str, argv: Sequence[str]) -> DryRun:
         _engine(out, config, budget, max_images, completion, text_tokens, model, shape, card_gb, target_cpu,
                 (video, max_videos))  # fmt: skip
     zero = 0 if fsdp else _zero_stage(config, zero_override)
+    # bf16 mixed precision as on the target GPU (TRL's default there; this machine's config may have
+    # turned it off for lack of one): only an explicit --bf16 false / fp16 turns it off
+    explicit = _recipe_value(argv, "bf16")
+    bf16 = (
+        not target_cpu
+        and not _truthy(_recipe_value(argv, "fp16"))
+        and (explicit is None or _truthy(explicit))
+    )
     setup = TrainSetup(
         gpus=gpus,
         zero=zero,  # 0: no DeepSpeed (DDP): every GPU holds every state, in the load dtype
@@ -228,7 +236,8 @@ def plan(kind: str, argv: Sequence[str]) -> DryRun:
         vllm_gpu_memory_utilization=float(getattr(config, "vllm_gpu_memory_utilization", 0.3)),
         beta=float(getattr(config, "beta", 0.0) or 0.0) if kind == "grpo" else 0.0,
         fused_logits=kind == "grpo",
-        weight_bytes=_weight_bytes(config, target_cpu),
+        weight_bytes=_weight_bytes(config, target_cpu, bf16),
+        bf16_autocast=bf16,
         generation=str(getattr(config, "generation_backend", "hf")) if kind == "grpo" else "hf",
         num_generations=int(getattr(config, "num_generations", 1) or 1) if kind == "grpo" else 1,
         lora_adapters=bool(getattr(config, "vllm_lora_adapters", False)) if kind == "grpo" else False,
@@ -281,13 +290,15 @@ def _video_budget(script: Any, config: Any, family: str) -> tuple[Any, bool]:
     return video_budget_from_args(family, config), video_task
 
 
-def _weight_bytes(config: Any, target_cpu: bool) -> int:
-    """Bytes per weight as the run loads them: fp32 when asked (or on a CPU), else bf16 (r1vision's GPU
-    default, trainer/config.py)."""
+def _weight_bytes(config: Any, target_cpu: bool, bf16: bool) -> int:
+    """Bytes per weight as the run loads them: as asked, else bf16 under bf16 mixed precision on a GPU
+    (r1vision's default, trainer/config.py) and TRL's fp32 otherwise (a CPU, ``--bf16 false``)."""
     dtype = str(
         (getattr(config, "model_init_kwargs", None) or {}).get("dtype") or getattr(config, "dtype", "") or ""
     )
-    if dtype in ("float32", "torch.float32") or target_cpu:
+    if dtype in ("bfloat16", "torch.bfloat16", "float16", "torch.float16"):
+        return 2
+    if dtype in ("float32", "torch.float32") or target_cpu or not bf16:
         return 4
     return 2
 

@@ -25,11 +25,14 @@ for the optimizer side and per stored parameter for the weights:
   fp32 master, as in stock TRL; measured on an H200: 16.7 GiB for 2.2B params, where the ZeRO-2
   accounting said 46) and peft's LoRA adapters, kept in fp32, 4 + 4 + 8 B; DDP over several GPUs adds
   its gradient buckets (one more copy of the gradients).
-- FSDP2 (``--fsdp2``: torch's ``fully_shard``, one unit per block, ``mixed_precision: no``): the
-  ``--zero 0`` states (torch's AdamW in the load dtype, no fp32 master) sharded over the GPUs, the
-  reference model too; gathered for compute: the root unit (embedding, LM head, norms) for the whole
-  step plus two blocks (the one computing and the one prefetched). HF generation gathers block by block,
-  not the whole model as ZeRO-3 does.
+- FSDP2 (``--fsdp2``: torch's ``fully_shard``, one unit per block): under bf16 mixed precision (TRL's
+  ``bf16``, on by default on a bf16 GPU) accelerate upcasts the trainable parameters to fp32 masters
+  before sharding and computes in bf16, so each trainable parameter costs 4 B of weight, 4 B of gradient
+  and 8 B of AdamW moments, all sharded (16/N against ZeRO-3's 18/N); frozen ones keep the load dtype.
+  Without it (``--no_bf16``, ``--bf16 false``) the ``--zero 0`` states (torch's AdamW in the load dtype)
+  are sharded. The reference model is sharded too; gathered for compute (in bf16 under mixed precision):
+  the root unit (embedding, LM head, norms) for the whole step plus two blocks (the one computing and the
+  one prefetched). HF generation gathers block by block, not the whole model as ZeRO-3 does.
 - ``--offload`` (``zero*_offload.json``): ZeRO-2 keeps only the bf16 weights on the GPU, ZeRO-3 only the
   gathered working set; the rest goes to CPU RAM.
 - LoRA / a frozen vision tower: frozen parameters cost their bf16 weights only.
@@ -85,6 +88,9 @@ class TrainSetup:
     num_generations: int = 8  # sequences generated per prompt (the HF generation's KV cache)
     lora_adapters: bool = False  # vllm_lora_adapters: a sync sends the adapter, not merged weights
     fsdp: bool = False  # FSDP2 full shard (zero must be 0: FSDP replaces DeepSpeed)
+    # TRL's bf16 mixed precision (on by default on a bf16 GPU; r1vision turns it off on a CPU). It changes
+    # FSDP2's states only: accelerate then keeps fp32 masters of the trainable parameters.
+    bf16_autocast: bool = True
 
 
 @dataclass(frozen=True)
@@ -215,11 +221,17 @@ def estimate(shape: ModelShape, setup: TrainSetup) -> MemoryEstimate:
         gradients = state * trainable * (2 if n > 1 else 1)  # DDP's buckets: a second copy
         optimizer = 2 * state * trainable
         reference = setup.weight_bytes * p if reference else 0
-        if setup.fsdp and n > 1:  # the same states, sharded; gradients reduce-scattered (no DDP bucket copy)
-            weights, optimizer, reference = weights // n, optimizer // n, reference // n
-            gradients = state * trainable // n
+        if setup.fsdp:  # sharded (even on one GPU the units gather); gradients reduce-scattered, no DDP copy
+            # under bf16 mixed precision accelerate's fsdp2_prepare_model upcasts the trainable parameters
+            # to fp32 masters (their moments follow) and FSDP2 gathers bf16 copies for compute
+            master = 4 if setup.bf16_autocast else state
+            weights = (master * trainable + setup.weight_bytes * (stored - trainable)) // n
+            gradients = master * trainable // n
+            optimizer = 2 * master * trainable // n
+            reference = reference // n
             root = shape.vocab * shape.hidden + shape.lm_head_params
-            gathered = setup.weight_bytes * (root + 2 * shape.largest_block_params)
+            compute = 2 if setup.bf16_autocast else setup.weight_bytes
+            gathered = compute * (root + 2 * shape.largest_block_params)
     cpu = 0
     if setup.offload:
         cpu += (16 if zero3 else 18) * trainable
@@ -296,6 +308,8 @@ def report(shape: ModelShape, setup: TrainSetup, est: MemoryEstimate) -> str:
     )
     if setup.zero:
         adam = "AdamW: fp32 master + 2 moments"
+    elif setup.fsdp and setup.bf16_autocast:
+        adam = "AdamW: 2 fp32 moments of the fp32 masters FSDP2 keeps under bf16 mixed precision"
     else:
         adam = f"AdamW: 2 moments in {'fp32' if setup.lora_r or setup.weight_bytes == 4 else 'bf16'}"
     moe = ""
@@ -305,7 +319,8 @@ def report(shape: ModelShape, setup: TrainSetup, est: MemoryEstimate) -> str:
         f"model       {shape.name}: {shape.total_params / 1e9:.2f}B params "
         f"({shape.vision_params / 1e9:.2f}B vision{moe}), trainable {est.trainable_params / 1e9:.3f}B",
         f"setup       {setup.gpus} GPU(s), {layout}{' + offload' if setup.offload else ''}, "
-        f"weights {'bf16' if setup.weight_bytes == 2 else 'fp32'} as loaded, generation {setup.generation}"
+        f"weights {'bf16' if setup.weight_bytes == 2 else 'fp32'} as loaded, bf16 mixed precision "
+        f"{'on' if setup.bf16_autocast else 'off'}, generation {setup.generation}"
         f"{f', LoRA r={setup.lora_r}' if setup.lora_r else ''}, batch {setup.batch} x {seq} tokens "
         f"({image_tokens(shape, setup.max_pixels) * setup.images} image tokens), "
         f"gradient checkpointing {'on' if setup.gradient_checkpointing else 'off'}",

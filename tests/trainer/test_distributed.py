@@ -482,6 +482,31 @@ def test_fsdp2_sft_equals_ddp_and_resumes_from_its_sharded_checkpoint(setup):
 
 
 @pytest.mark.slow
+def test_fsdp2_under_bf16_holds_fp32_masters_as_the_estimate_counts(setup):
+    """Under bf16 mixed precision (TRL's default on a GPU) accelerate upcasts the trainable parameters to
+    fp32 before FSDP2 shards them; the frozen vision tower stays bf16. What each of two ranks holds is what
+    ``estimate-memory --fsdp2`` counts for it (16/N B per trainable parameter in all, not the 8/N of bf16
+    states): the weights' share, byte for byte up to FSDP's padding."""
+    root, model = setup
+    out = root / "f_sft_bf16"
+    extra = ("--max_steps", "1", "--save_strategy", "no", "--bf16", "true", "--dtype", "bfloat16")
+    _run(launch_command("fsdp2", 2, [*_sft_args(model, root / "data", out, *extra), "--freeze_vision_tower", "true"]),
+         root, **_CPU_FSDP)  # fmt: skip
+    layout = _layout(out)
+    assert layout["distributed_type"] == "FSDP" and layout["world_size"] == 2
+    shape = shape_of(load_model_config(model))
+    est = estimate(shape, TrainSetup(gpus=2, zero=0, fsdp=True, freeze_vision=True, weight_bytes=2))
+    bf16_states = estimate(
+        shape, TrainSetup(gpus=2, zero=0, fsdp=True, freeze_vision=True, weight_bytes=2, bf16_autocast=False)
+    )
+    for rank in layout["ranks"]:
+        assert rank["param_dtypes"] == ["bfloat16", "float32"], rank  # fp32 masters, the frozen tower bf16
+        assert rank["param_bytes_local"] == pytest.approx(est.weights, abs=4096), rank
+        assert rank["param_bytes_local"] > 1.5 * bf16_states.weights, rank
+    assert _steps(out)[-1] == "1"
+
+
+@pytest.mark.slow
 def test_fsdp2_lora_grpo_equals_ddp(setup):
     """LoRA GRPO under FSDP2 (generation from sharded weights, a reward with spread so the adapter moves)
     gives the adapter that DDP gives; the final folder holds the adapter and the merged model."""

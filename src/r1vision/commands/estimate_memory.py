@@ -55,6 +55,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add(
         p,
+        "--no_bf16",
+        action="store_true",
+        help="training without bf16 mixed precision (--bf16 false); under --fsdp2 the states then stay in the "
+        "load dtype instead of fp32 masters",
+    )
+    add(
+        p,
         "--generation",
         choices=["hf", "vllm_colocate", "vllm_server"],
         default="hf",
@@ -153,6 +160,7 @@ def run(argv: Sequence[str]) -> int:
         vllm_gpu_memory_utilization=a.vllm_gpu_memory_utilization,
         beta=a.beta,
         weight_bytes=2 if a.weights_dtype == "bf16" else 4,
+        bf16_autocast=not a.no_bf16,
         generation=a.generation,
     )
     try:

@@ -149,20 +149,22 @@ def finish_process(code: int = 0) -> int:
     os._exit(code)
 
 
-def _param_counts(model: Any) -> tuple[int, int]:
-    """(elements this rank holds, elements of the whole model); equal unless ZeRO-3 or FSDP shards."""
-    local = full = 0
+def _param_counts(model: Any) -> tuple[int, int, int, list[str]]:
+    """(elements this rank holds, elements of the whole model, bytes this rank holds, their dtypes); the
+    elements are equal unless ZeRO-3 or FSDP shards. The bytes show what a layout keeps: FSDP2 under
+    bf16 mixed precision holds fp32 masters of the trainable parameters, ZeRO-3 bf16 partitions."""
+    local = full = held = 0
+    dtypes: set[str] = set()
     for p in model.parameters():
         if hasattr(p, "ds_numel"):  # ZeRO-3: ds_tensor is this rank's shard, ds_numel the full size
-            local += int(p.ds_tensor.numel())
-            full += int(p.ds_numel)
+            mine, whole, dtype = int(p.ds_tensor.numel()), int(p.ds_numel), p.ds_tensor.dtype
         elif hasattr(p, "to_local"):  # FSDP2: a DTensor, numel() is the global size
-            local += int(p.to_local().numel())
-            full += p.numel()
+            mine, whole, dtype = int(p.to_local().numel()), p.numel(), p.dtype
         else:
-            local += p.numel()
-            full += p.numel()
-    return local, full
+            mine, whole, dtype = p.numel(), p.numel(), p.dtype
+        local, full, held = local + mine, full + whole, held + mine * dtype.itemsize
+        dtypes.add(str(dtype).removeprefix("torch."))
+    return local, full, held, sorted(dtypes)
 
 
 def zero_stage(trainer: Any) -> int:
@@ -178,7 +180,7 @@ def layout_of(trainer: Any) -> dict[str, Any]:
     from accelerate.utils import gather_object
 
     acc = trainer.accelerator
-    local, full = _param_counts(trainer.model)
+    local, full, held, dtypes = _param_counts(trainer.model)
     mine = {
         "rank": acc.process_index,
         "local_rank": acc.local_process_index,
@@ -186,6 +188,8 @@ def layout_of(trainer: Any) -> dict[str, Any]:
         "pid": os.getpid(),
         "param_elements_local": local,
         "param_elements_full": full,
+        "param_bytes_local": held,
+        "param_dtypes": dtypes,
     }
     ranks = gather_object([mine]) if acc.num_processes > 1 else [mine]
     return {
