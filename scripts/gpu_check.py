@@ -15,10 +15,13 @@ wheels r1vision needs carried along, see ``gpu_check.sh``) in about 9 minutes (`
    transitions replayed, its peak memory against ``r1vision estimate-memory``, and the replay's log-prob parity.
 4. **runs**, each in its own process (clean peaks): stock ``trl.GRPOTrainer`` and ``VisionGRPOTrainer`` on
    the same rows and seeds (12 steps, the first not timed; the pairs run in alternating order), full
-   fine-tuning and LoRA, plain and under the shipped
-   ``configs/deepspeed/zero3.json`` (``accelerate launch --zero3_init_flag true``). Fixed-length
-   completions (EOS and vision tokens suppressed) so both do the same work. Recorded: step time, peak
-   memory, parameter dtype, finite loss, weights moved, input-grad hooks on the vision tower.
+   fine-tuning and LoRA, plain, under the shipped ``configs/deepspeed/zero3.json`` (``accelerate launch
+   --zero3_init_flag true``) and under the shipped ``configs/accelerate/fsdp2.yaml`` (one process: FSDP2's
+   fp32 masters under bf16 and its per-block gathers, against ZeRO-3's). Fixed-length completions (EOS and
+   vision tokens suppressed) so both do the same work. Recorded: step time, peak memory, how the
+   parameters are held (a run launched sharded that trained unsharded FAILs) and their dtype, finite
+   loss, weights moved, input-grad hooks on the vision tower. ``--runs`` picks some (``--no-t2i`` skips
+   phase 3): a short GPU session can run only the FSDP2 pair.
 5. **sync probe** (r1vision LoRA runs): the streamed sync's names (fused groups whole, vLLM roots), merged
    values against ``W + s*B@A`` computed independently, base weights unchanged after repeated syncs,
    the sync's extra peak streamed vs holding every tensor (what the colocate backend did), and the
@@ -55,19 +58,29 @@ SUPPRESS = (
     "<|vision_start|>",
     "<|vision_end|>",
 )
-# The runs, most valuable first (a run that no longer fits the budget is reported SKIPPED).
+# The runs, most valuable first (a run that no longer fits the budget is reported SKIPPED). Layouts: plain
+# (one process), zero3 (the shipped configs/deepspeed/zero3.json), fsdp2 (the shipped configs/accelerate/fsdp2.yaml).
 RUNS = [
-    # name, trainer, lora rank, zero3, probe
-    ("trl-full", "trl", 0, False, False),
-    ("r1v-full", "r1v", 0, False, False),
-    ("r1v-lora", "r1v", 64, False, True),
-    ("trl-lora", "trl", 64, False, False),
-    ("r1v-z3-lora", "r1v", 64, True, True),
-    ("r1v-z3-full", "r1v", 0, True, False),
-    ("trl-z3-full", "trl", 0, True, False),
+    # name, trainer, lora rank, layout, probe
+    ("trl-full", "trl", 0, "plain", False),
+    ("r1v-full", "r1v", 0, "plain", False),
+    ("r1v-lora", "r1v", 64, "plain", True),
+    ("trl-lora", "trl", 64, "plain", False),
+    ("r1v-z3-lora", "r1v", 64, "zero3", True),
+    ("r1v-z3-full", "r1v", 0, "zero3", False),
+    ("trl-z3-full", "trl", 0, "zero3", False),
+    ("trl-fsdp-full", "trl", 0, "fsdp2", False),
+    ("r1v-fsdp-full", "r1v", 0, "fsdp2", False),
+    ("r1v-fsdp-lora", "r1v", 64, "fsdp2", False),
 ]
 RUN_NAMES = [run[0] for run in RUNS]
-PAIRS = [("r1v-full", "trl-full"), ("r1v-lora", "trl-lora"), ("r1v-z3-full", "trl-z3-full")]
+LAYOUTS = {run[0]: run[3] for run in RUNS}
+PAIRS = [
+    ("r1v-full", "trl-full"),
+    ("r1v-lora", "trl-lora"),
+    ("r1v-z3-full", "trl-z3-full"),
+    ("r1v-fsdp-full", "trl-fsdp-full"),
+]
 # The text-to-image phase: one Flow-GRPO micro-step per GPU at SD3.5-Medium's shapes (random weights): 9
 # images of 512 px, 10 SDE steps with CFG 4.5, all 9 trained transitions replayed with backward, KL 0.04,
 # LoRA r32 on Flow-GRPO's targets, EMA, no gradient checkpointing (its 80 GB setting).
@@ -253,6 +266,12 @@ def run_one(a: argparse.Namespace) -> int:
     out = Path(a.out)
     model_path = str(out / "model")
     gpu = torch.cuda.is_available()
+    if a.layout == "fsdp2" and not gpu:
+        # accelerate keeps FSDP to GPUs (on a CPU it runs DDP): the smoke lifts that one gate in this worker,
+        # as the 2-process FSDP2 tests do (tests/helpers/cpu_fsdp); sharding itself is torch's fully_shard
+        import runpy
+
+        runpy.run_path(str(ROOT / "tests" / "helpers" / "cpu_fsdp" / "sitecustomize.py"))
     tok = AutoTokenizer.from_pretrained(model_path)
     common = dict(
         output_dir=str(out / "trainer" / a.run), per_device_train_batch_size=a.batch, num_generations=a.batch,
@@ -297,23 +316,21 @@ def run_one(a: argparse.Namespace) -> int:
 
     trainer.add_callback(Clock())
     model = trainer.model
-    params = [p for p in model.parameters()]
-    sharded = [p for p in params if hasattr(p, "ds_numel")]
-    dtype = str(
-        sharded[0].ds_tensor.dtype if sharded else next(p.dtype for p in params if p.is_floating_point())
-    )
-    watched = [(n, p) for n, p in model.named_parameters() if p.requires_grad][:3]
-    before = _snapshot(watched)
+    watched = [n for n, p in model.named_parameters() if p.requires_grad][:3]
+    before = _snapshot(model, watched)
     hooked = [n for n, m in model.named_modules() if any(
         getattr(h, "__name__", "") == "make_inputs_require_grads" for h in m._forward_hooks.values())]  # fmt: skip
     if gpu:
         torch.cuda.reset_peak_memory_stats()
     trainer.train()
     peak = torch.cuda.max_memory_allocated() if gpu else _rss_peak()
-    after = _snapshot(watched)
+    # by name: FSDP2 replaces each parameter with a sharded one when the trainer prepares the model
+    model = trainer.model
+    after = _snapshot(model, watched)
+    layout, dtype = _layout_of(model)
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     result: dict[str, Any] = {
-        "name": a.run, "trainer": a.trainer, "lora": a.lora, "zero3": bool(sharded), "param_dtype": dtype,
+        "name": a.run, "trainer": a.trainer, "lora": a.lora, "layout": layout, "param_dtype": dtype,
         # the median step after the first (warm-up: allocator, kernels): 12 steps on a GPU, as 4 steps of a
         # generation-bound run measured x1.25 where 12 alternated steps measured x0.98 for the same pair
         "step_seconds": _median(times[1:] or times), "steps": len(times),
@@ -335,14 +352,30 @@ def _median(values: list[float]) -> float | None:
     return sorted(values)[len(values) // 2] if values else None
 
 
-def _snapshot(named: list) -> dict[str, Any]:
+def _snapshot(model: Any, names: list[str]) -> dict[str, Any]:
+    """Whole copies of the parameters ``names`` (gathered under ZeRO-3, ``full_tensor()`` under FSDP2)."""
+    params = dict(model.named_parameters())
+    chosen = [params[n] for n in names]
     ctx: Any = contextlib.nullcontext()
-    if any(hasattr(p, "ds_numel") for _, p in named):
+    if any(hasattr(p, "ds_numel") for p in chosen):
         import deepspeed
 
-        ctx = deepspeed.zero.GatheredParameters([p for _, p in named])
+        ctx = deepspeed.zero.GatheredParameters(chosen)
     with ctx:
-        return {n: p.detach().float().cpu().clone() for n, p in named}
+        return {
+            n: (p.full_tensor() if hasattr(p, "full_tensor") else p).detach().float().cpu().clone()
+            for n, p in zip(names, chosen, strict=True)
+        }
+
+
+def _layout_of(model: Any) -> tuple[str, str]:
+    """How the trained model's parameters are held (``zero3``, ``fsdp2`` or ``plain``) and their dtype."""
+    params = [p for p in model.parameters() if p.is_floating_point()]
+    sharded = [p for p in params if hasattr(p, "ds_numel")]
+    if sharded:
+        return "zero3", str(sharded[0].ds_tensor.dtype)
+    layout = "fsdp2" if any(hasattr(p, "full_tensor") for p in params) else "plain"  # DTensors
+    return layout, str(params[0].dtype)
 
 
 def _rss_peak() -> int:
@@ -461,7 +494,9 @@ def judge_t2i(r: dict[str, Any], gpu: bool) -> list[tuple[str, str]]:
     peak, estimate = r.get("peak_allocated_gib"), r.get("estimate_peak_gib")
     if gpu and peak is not None and estimate:
         level = "WARN" if peak > 1.2 * estimate else "PASS"
-        checks.append((level, f"t2i peak {peak:.1f} GiB, estimate {estimate:.1f} GiB (x{peak / estimate:.2f})"))
+        checks.append(
+            (level, f"t2i peak {peak:.1f} GiB, estimate {estimate:.1f} GiB (x{peak / estimate:.2f})")
+        )
     return checks
 
 
@@ -478,6 +513,11 @@ def judge(
             checks.append(("FAIL", f"{name}: {r['error']}"))
             continue
         ok = r["losses_finite"] and r["weights_moved"]
+        asked = LAYOUTS.get(name)
+        if asked and r.get("layout") != asked:
+            checks.append(
+                ("FAIL", f"{name}: launched as {asked} but trained {r.get('layout')} (not sharded)")
+            )
         checks.append(("PASS" if ok else "FAIL", f"{name}: loss finite {r['losses_finite']}, weights moved "
                        f"{r['weights_moved']}, {r['param_dtype']}, step {r['step_seconds']:.2f} s, peak {r['peak_gib']} GiB"))  # fmt: skip
         if r["trainer"] == "r1v" and r["vision_input_grad_hooks"]:
@@ -528,8 +568,8 @@ def estimate_peaks(model: Path, a: argparse.Namespace) -> dict[str, float]:
 
     shape = shape_of(AutoConfig.from_pretrained(model))
     out = {}
-    for name, _, lora, zero3, _ in RUNS:
-        setup = TrainSetup(gpus=1, zero=3 if zero3 else 0, lora_r=lora, freeze_vision=bool(lora), batch=a.batch,
+    for name, _, lora, layout, _ in RUNS:
+        setup = TrainSetup(gpus=1, zero=3 if layout == "zero3" else 0, fsdp=layout == "fsdp2", lora_r=lora, freeze_vision=bool(lora), batch=a.batch,
                            prompt_tokens=32, completion_tokens=a.completion, max_pixels=a.side * a.side,
                            num_generations=a.batch)  # fmt: skip
         out[name] = estimate(shape, setup).peak / GIB
@@ -547,11 +587,23 @@ def main() -> int:
     p.add_argument("--completion", type=int, default=None)
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--side", type=int, default=None, help="image side in pixels (a multiple of 28)")
+    p.add_argument(
+        "--runs", default=None, help=f"comma-separated runs to do (default: all): {','.join(RUN_NAMES)}"
+    )
+    p.add_argument("--no-t2i", action="store_true", help="skip the text-to-image phase")
     p.add_argument("--run", default=None, help=argparse.SUPPRESS)  # internal: one configuration
     p.add_argument("--trainer", default=None, help=argparse.SUPPRESS)
     p.add_argument("--lora", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--layout", default="plain", help=argparse.SUPPRESS)
     a = p.parse_args()
+    chosen = RUN_NAMES if a.runs is None else [n.strip() for n in a.runs.split(",") if n.strip()]
+    unknown = [n for n in chosen if n not in RUN_NAMES]
+    if unknown or not chosen:
+        p.error(
+            f"--runs: unknown run {unknown[0] if unknown else '(none given)'}; the runs are {','.join(RUN_NAMES)}"
+        )
+    a.chosen = [run for run in RUNS if run[0] in chosen]
     a.side = a.side or (56 if a.cpu_smoke else 448)
     a.steps = a.steps or (2 if a.cpu_smoke else 12)
     a.completion = a.completion or (8 if a.cpu_smoke else 64)
@@ -570,8 +622,10 @@ def main() -> int:
     t2i: dict[str, Any] = {"skipped": "the environment check failed"}
     if not any(s == "FAIL" for s, _ in env_checks):
         # first, capped at a third of the budget: its numbers are new; the runs below skip what no longer fits
-        t2i = phase_t2i(a, timeout=max(60.0, a.budget / 3))
-        print(f"{'FAIL' if t2i.get('error') else 'done'}  t2i", flush=True)
+        t2i = {"skipped": "--no-t2i"} if a.no_t2i else phase_t2i(a, timeout=max(60.0, a.budget / 3))
+        print(
+            f"{'FAIL' if t2i.get('error') else 'skipped' if t2i.get('skipped') else 'done'}  t2i", flush=True
+        )
         model, build_checks = phase_build(out, a.cpu_smoke, a.text_layers, a.vision_depth, a.side)
         checks += build_checks
         for status, text in build_checks:
@@ -579,13 +633,13 @@ def main() -> int:
         durations: list[float] = []
         if a.cpu_smoke:  # no card to share and the timings informative only: two runs at a time
             results.update(smoke_runs(a, started))
-        for name, trainer, lora, zero3, probe in [] if a.cpu_smoke else RUNS:
+        for name, trainer, lora, layout, probe in [] if a.cpu_smoke else a.chosen:
             left = a.budget - (time.time() - started)
             expected = max(durations) if durations else 0.0
             if left < expected * 1.2 or left < 20:
                 results[name] = {"skipped": f"{left:.0f} s of the budget left, a run takes ~{expected:.0f} s"}
                 continue
-            results[name] = launch(a, name, trainer, lora, zero3, probe, timeout=left)
+            results[name] = launch(a, name, trainer, lora, layout, probe, timeout=left)
             durations.append(results[name].pop("wall_seconds", 0.0))
             print(f"{'FAIL' if results[name].get('error') else 'done'}  {name}", flush=True)
     estimates = estimate_peaks(model, a) if model is not None else {}
@@ -615,12 +669,12 @@ def main() -> int:
 
 
 def smoke_runs(a: argparse.Namespace, started: float) -> dict[str, dict]:
-    """Every run of :data:`RUNS`, two at a time (``--cpu-smoke``; on 2 cores the smoke took 68 s, was 103 s)."""
+    """The chosen runs of :data:`RUNS`, two at a time (``--cpu-smoke``; on 2 cores the smoke took 68 s, was 103 s)."""
     from concurrent.futures import ThreadPoolExecutor
 
     timeout = max(60.0, a.budget - (time.time() - started))
     with ThreadPoolExecutor(2) as pool:
-        futures = {run[0]: pool.submit(launch, a, *run, timeout=timeout) for run in RUNS}
+        futures = {run[0]: pool.submit(launch, a, *run, timeout=timeout) for run in a.chosen}
         results = {name: future.result() for name, future in futures.items()}
     for name, r in results.items():
         r.pop("wall_seconds", None)
@@ -637,25 +691,32 @@ def fresh_run(out: Path, name: str) -> None:
 
 
 def launch(
-    a: argparse.Namespace, name: str, trainer: str, lora: int, zero3: bool, probe: bool, timeout: float
+    a: argparse.Namespace, name: str, trainer: str, lora: int, layout: str, probe: bool, timeout: float
 ) -> dict:
-    """One run in its own process (under ``accelerate launch`` with the shipped zero3.json for ZeRO-3)."""
-    args = [__file__, "--run", name, "--trainer", trainer, "--lora", str(lora), "--out", a.out,
+    """One run in its own process (under ``accelerate launch`` with the shipped zero3.json for ZeRO-3, the
+    shipped fsdp2.yaml for FSDP2, on one process)."""
+    args = [__file__, "--run", name, "--trainer", trainer, "--lora", str(lora), "--layout", layout, "--out", a.out,
             "--steps", str(a.steps), "--completion", str(a.completion), "--batch", str(a.batch), "--side", str(a.side)]  # fmt: skip
     if probe:
         args.append("--probe")
     if a.cpu_smoke:
         args.append("--cpu-smoke")
-    if zero3:
+    cmd = [sys.executable, *args]
+    if layout != "plain":
         # one port per run: smoke runs go two at a time
         port = 29500 + (os.getpid() + RUN_NAMES.index(name)) % 1000
         cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "1", "--num_machines", "1",
-               "--use_deepspeed", "--deepspeed_config_file", str(ROOT / "configs" / "deepspeed" / "zero3.json"),
-               "--zero3_init_flag", "true", "--main_process_port", str(port), *args]  # fmt: skip
-    else:
-        cmd = [sys.executable, *args]
+               "--main_process_port", str(port)]  # fmt: skip
+        if layout == "zero3":
+            cmd += ["--use_deepspeed", "--deepspeed_config_file", str(ROOT / "configs" / "deepspeed" / "zero3.json"),
+                    "--zero3_init_flag", "true"]  # fmt: skip
+        else:  # the shipped file (8 processes on one node), on this one card
+            cmd += ["--config_file", str(ROOT / "configs" / "accelerate" / "fsdp2.yaml")]
+        cmd += args
     env = dict(os.environ, TOKENIZERS_PARALLELISM="false")
-    fresh_run(Path(a.out), name)  # a rerun into the same --out starts clean (r1vision refuses a used output_dir)
+    fresh_run(
+        Path(a.out), name
+    )  # a rerun into the same --out starts clean (r1vision refuses a used output_dir)
     log = Path(a.out) / "logs" / f"{name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     start = time.time()

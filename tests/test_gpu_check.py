@@ -6,11 +6,22 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 
 import pytest
 
 from tests.helpers.launch import launch_env, warm_python
 from tests.helpers.paths import ROOT
+
+
+def _module():
+    """scripts/gpu_check.py imported as a module."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "scripts" / "gpu_check.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.mark.slow
@@ -35,9 +46,16 @@ def test_cpu_smoke_runs_every_phase(tmp_path):
         "r1v-z3-lora",
         "r1v-z3-full",
         "trl-z3-full",
+        "trl-fsdp-full",
+        "r1v-fsdp-full",
+        "r1v-fsdp-lora",
     }
     assert all(r["losses_finite"] and r["weights_moved"] for r in runs.values())
-    assert runs["r1v-z3-lora"]["zero3"] and not runs["r1v-lora"]["zero3"]
+    # each run trained as launched: ZeRO-3 partitions, the shipped fsdp2.yaml shards with DTensors
+    layouts = {name: r["layout"] for name, r in runs.items()}
+    assert layouts == {name: layout for name, _, _, layout, _ in _module().RUNS}
+    assert {"zero3", "fsdp2", "plain"} == set(layouts.values())
+    assert any(text.startswith("r1v-fsdp-full / trl-fsdp-full: step time") for _, text in report["checks"])
     for name in ("r1v-lora", "r1v-z3-lora"):
         probe = runs[name]["probe"]
         assert probe["fused_gaps"] == [] and probe["bad_roots"] == [] and probe["base_drift"] is False
@@ -58,11 +76,7 @@ def test_cpu_smoke_runs_every_phase(tmp_path):
 
 def test_a_rerun_into_the_same_folder_starts_each_run_clean(tmp_path):
     """The r1vision runs refuse a used output_dir: a second check into one --out reported FAIL before."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "scripts" / "gpu_check.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _module()
     (tmp_path / "trainer" / "r1v-full" / "checkpoint-1").mkdir(parents=True)
     (tmp_path / "runs").mkdir()
     (tmp_path / "runs" / "r1v-full.json").write_text("{}")
@@ -90,3 +104,27 @@ def test_the_check_refuses_a_machine_without_cuda_outside_smoke_mode(tmp_path):
     )  # fmt: skip
     assert "FAIL  env: torch.cuda.is_available() is False" in done.stdout
     assert done.returncode == 1 and done.stdout.strip().endswith("GPU-CHECK: FAIL")
+
+
+def test_a_run_that_trained_unsharded_fails_the_check():
+    """An FSDP2 run whose processes ran as plain DDP (accelerate's CPU fallback, a missing config) would
+    time unsharded training against stock TRL's sharded one: the report fails it."""
+    module = _module()
+    run = {"trainer": "r1v", "losses_finite": True, "weights_moved": True, "param_dtype": "torch.bfloat16",
+           "step_seconds": 1.0, "peak_gib": 5.0, "vision_input_grad_hooks": []}  # fmt: skip
+    checks = module.judge({"r1v-fsdp-full": run | {"layout": "plain"}}, gpu=True, estimates={})
+    assert ("FAIL", "r1v-fsdp-full: launched as fsdp2 but trained plain (not sharded)") in checks
+    checks = module.judge({"r1v-fsdp-full": run | {"layout": "fsdp2"}}, gpu=True, estimates={})
+    assert [status for status, _ in checks] == ["PASS"]
+
+
+def test_runs_selects_a_subset_and_names_an_unknown_one(tmp_path):
+    """``--runs`` picks the runs to do (a short GPU session runs only the FSDP2 pair); a typo exits 2 at once."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gpu_check.py"), "--cpu-smoke", "--out", str(tmp_path),
+         "--runs", "trl-fsdp-full,r1v-fsdp-ful"],
+        capture_output=True, text=True, env=launch_env(), timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "--runs: unknown run r1v-fsdp-ful; the runs are trl-full," in done.stderr
+    assert not (tmp_path / "report.json").exists()
