@@ -236,7 +236,7 @@ def plan(kind: str, argv: Sequence[str]) -> DryRun:
         vllm_gpu_memory_utilization=float(getattr(config, "vllm_gpu_memory_utilization", 0.3)),
         beta=float(getattr(config, "beta", 0.0) or 0.0) if kind == "grpo" else 0.0,
         fused_logits=kind == "grpo",
-        weight_bytes=_weight_bytes(config, target_cpu, bf16),
+        weight_bytes=_weight_bytes(config, bf16),
         bf16_autocast=bf16,
         generation=str(getattr(config, "generation_backend", "hf")) if kind == "grpo" else "hf",
         num_generations=int(getattr(config, "num_generations", 1) or 1) if kind == "grpo" else 1,
@@ -290,15 +290,16 @@ def _video_budget(script: Any, config: Any, family: str) -> tuple[Any, bool]:
     return video_budget_from_args(family, config), video_task
 
 
-def _weight_bytes(config: Any, target_cpu: bool, bf16: bool) -> int:
+def _weight_bytes(config: Any, bf16: bool) -> int:
     """Bytes per weight as the run loads them: as asked, else bf16 under bf16 mixed precision on a GPU
-    (r1vision's default, trainer/config.py) and TRL's fp32 otherwise (a CPU, ``--bf16 false``)."""
+    (``bf16``: r1vision's default there, trainer/config.py) and TRL's fp32 otherwise (a CPU target,
+    ``--bf16 false``)."""
     dtype = str(
         (getattr(config, "model_init_kwargs", None) or {}).get("dtype") or getattr(config, "dtype", "") or ""
     )
     if dtype in ("bfloat16", "torch.bfloat16", "float16", "torch.float16"):
         return 2
-    if dtype in ("float32", "torch.float32") or target_cpu or not bf16:
+    if dtype in ("float32", "torch.float32") or not bf16:
         return 4
     return 2
 
