@@ -301,6 +301,21 @@ def test_load_dtype_sync_and_generation_peaks_by_hand():
     assert not z3.fits_server(z3.training / GIB + 0.01)  # a card that holds the step but not the peak
 
 
+def test_fsdp2_sync_gathers_the_fp32_master_of_a_trainable_layer():
+    """Under FSDP2 with bf16 mixed precision a trainable parameter is held as an fp32 master (see
+    test_fsdp2_under_bf16_holds_fp32_masters_as_the_estimate_counts), and TRL's FSDP2 walk gathers it as held:
+    the sync peak is an fp32 layer and its bf16 copy; without mixed precision, or for a LoRA base (frozen,
+    in the load dtype), two bf16 layers."""
+    base = dict(gpus=2, zero=0, fsdp=True, batch=2, prompt_tokens=100, completion_tokens=100,
+                max_pixels=28 * 28 * 4, generation="vllm_colocate")  # fmt: skip
+    layer = SHAPE.largest_layer_params or SHAPE.largest_block_params
+    assert estimate(SHAPE, TrainSetup(**base)).sync_peak == (4 + 2) * layer
+    assert estimate(SHAPE, TrainSetup(**base, bf16_autocast=False)).sync_peak == (2 + 2) * layer
+    assert estimate(SHAPE, TrainSetup(**base, lora_r=16)).sync_peak == (2 + 2) * layer
+    ddp = estimate(SHAPE, TrainSetup(**{**base, "fsdp": False})).sync_peak
+    assert ddp == (2 + 2) * layer  # DDP and ZeRO keep the load dtype
+
+
 def test_adapter_sync_peak_is_the_adapter_not_a_merged_layer():
     """vllm_lora_adapters: the sync gathers the fp32 adapter (not a layer and its merged copy) and the
     engine holds a bf16 slot of it."""
