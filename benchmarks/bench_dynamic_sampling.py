@@ -1,16 +1,16 @@
 """Dynamic sampling on the scene-graph demo: GRPO steps and wall time to a fixed OOD relation recall, with and
 without ``dynamic_sampling``, from the same SFT checkpoint, over several seeds.
 
-Per seed: the demo's data, model and SFT stage (``r1vision demo``'s defaults; ``--sft-from DIR`` reuses an
-earlier seed's data and SFT checkpoint, so only GRPO varies with the seed), then GRPO twice from that
-checkpoint (the two arms alternate which goes first from seed to seed), each saving a snapshot every
-``--every`` steps; afterwards every snapshot is scored on the OOD split (greedy, as the demo scores).
-The target is fixed before GRPO runs: the SFT checkpoint's OOD relation recall + ``--gain`` points. For each
-arm: the first snapshot step at or above it, and the GRPO training wall time up to that step (snapshot
-saving excluded); "not reached" when no snapshot gets there. Also: generation rounds per step and prompts
-drawn, from the run's metrics.
+The first seed builds the demo's data, model and SFT stage (``r1vision demo``'s defaults); every seed reuses
+that data and SFT checkpoint (``--sft-from DIR``: an earlier run's seed folder), so only GRPO varies with the
+seed. Per seed GRPO runs twice from the checkpoint (the two arms alternate which goes first from seed to
+seed), each saving a snapshot every ``--every`` steps; afterwards every snapshot is scored on the OOD split
+(greedy, as the demo scores). The targets are fixed before GRPO runs: the SFT checkpoint's OOD relation
+recall + each of ``--gains`` points. For each arm and target: the first snapshot step at or above it, and
+the GRPO training wall time up to that step (snapshot saving excluded); "not reached" when no snapshot gets
+there. Also: generation rounds per step and prompts drawn, from the run's metrics.
 
-    PYTHONPATH=src:benchmarks python benchmarks/bench_dynamic_sampling.py [--seeds 3] [--every 25] [--out DIR]
+    PYTHONPATH=src:benchmarks python benchmarks/bench_dynamic_sampling.py [--seeds 3] [--gains 5,15,25] [--out DIR]
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def _metric_means(out: Path, key: str) -> float:
 
 
 def run_seed(
-    seed: int, root: Path, cfg: DemoConfig, every: int, gain: float, sft_from: Path | None = None
+    seed: int, root: Path, cfg: DemoConfig, every: int, gains: list[float], sft_from: Path | None = None
 ) -> dict:
     """One seed: data, SFT and both GRPO arms; with ``sft_from`` (an earlier seed's folder) its data and SFT
     checkpoint are reused and only GRPO runs with this seed."""
@@ -79,11 +79,11 @@ def run_seed(
         sft_dir = arms.train_sft("sft", base, data, root / "sft", cfg, seed, cfg.sft_steps, cfg.sft_lr,
                                  quiet=True, rows=sft_rows).model_dir  # fmt: skip
     sft_ood = task.evaluate(sft_dir, data, "test_ood", root / "pred" / "sft")[HEADLINE]
-    target = sft_ood + gain / 100
+    targets = {gain: sft_ood + gain / 100 for gain in gains}
     result: dict = {
         "seed": seed,
         "sft_ood": sft_ood,
-        "target": target,
+        "targets": targets,
         "arms": {},
         "sft_from": str(sft_from or ""),
     }
@@ -99,13 +99,14 @@ def run_seed(
             curve[step] = task.evaluate(str(folder), data, "test_ood", root / "pred" / f"{name}-{step}")[
                 HEADLINE
             ]
-        reached = next((s for s in sorted(curve) if curve[s] >= target), None)
+        reached = {g: next((s for s in sorted(curve) if curve[s] >= t), None) for g, t in targets.items()}
         arm = {
             "order": order.index(name),
             "train_seconds": stage.seconds,
             "curve": curve,
-            "step_to_target": reached,
-            "seconds_to_target": snaps.times[reached] if reached else None,
+            "snapshot_seconds": snaps.times,
+            "steps_to_target": reached,
+            "seconds_to_target": {g: snaps.times[s] if s else None for g, s in reached.items()},
             "final_ood": curve[max(curve)],
         }
         if name == "dynamic":
@@ -113,10 +114,8 @@ def run_seed(
             arm["prompts_drawn_per_step"] = _metric_means(out, "dynamic_sampling/prompts_drawn")
         arm["frac_reward_zero_std"] = _metric_means(out, "frac_reward_zero_std")
         result["arms"][name] = arm
-        print(
-            json.dumps({"seed": seed, "arm": name, **{k: v for k, v in arm.items() if k != "curve"}}),
-            flush=True,
-        )
+        shown = {k: v for k, v in arm.items() if k not in ("curve", "snapshot_seconds")}
+        print(json.dumps({"seed": seed, "arm": name, **shown}), flush=True)
     return result
 
 
@@ -133,39 +132,47 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--every", type=int, default=25, help="steps between OOD snapshots")
-    p.add_argument("--gain", type=float, default=5.0, help="target: SFT OOD relation recall + this (points)")
+    p.add_argument(
+        "--gains", default="5,15,25", help="targets: SFT OOD relation recall + each of these (points)"
+    )
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--quick", action="store_true", help="the smoke-run demo (checks the benchmark only)")
     p.add_argument("--out", default="bench_dynamic_sampling_out")
     p.add_argument(
         "--sft-from",
         default=None,
-        help="a seed folder of an earlier run: reuse its data and SFT, run GRPO only",
+        help="a seed folder of an earlier run: reuse its data and SFT (default: the first seed's)",
     )
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     cfg = DemoConfig.quick() if a.quick else DemoConfig()
     every = 1 if a.quick else a.every
+    gains = [float(g) for g in a.gains.split(",")]
     before = describe()
-    runs = [
-        run_seed(s, Path(a.out) / f"seed{s}", cfg, every, a.gain, Path(a.sft_from) if a.sft_from else None)
-        for s in range(a.seed, a.seed + a.seeds)
-    ]
+    sft_from = Path(a.sft_from) if a.sft_from else None
+    runs = []
+    for s in range(a.seed, a.seed + a.seeds):
+        runs.append(run_seed(s, Path(a.out) / f"seed{s}", cfg, every, gains, sft_from))
+        sft_from = sft_from or Path(a.out) / f"seed{s}"  # later seeds: the first seed's data and SFT
     lines = [f"machine: {before} (before) / {describe()} (after); torch threads {a.threads}", ""]
-    lines += ["| arm | GRPO steps to target | GRPO seconds to target | final OOD recall (%) | flat groups generated "
-              "(frac_reward_zero_std) | generation rounds per step |", "|---|---|---|---|---|---|"]  # fmt: skip
+    head = " | ".join(f"steps to SFT+{g:g} | s to SFT+{g:g}" for g in gains)
+    lines += [f"| arm | {head} | final OOD recall (%) | GRPO train s | flat groups generated "
+              "(frac_reward_zero_std) | generation rounds per step |",
+              "|---|" + "---|---|" * len(gains) + "---|---|---|---|"]  # fmt: skip
     for name in ARMS:
         arm = [r["arms"][name] for r in runs]
         rounds = f"{np.mean([x['rounds_per_step'] for x in arm]):.2f}" if name == "dynamic" else "1"
-        lines.append(
-            f"| {name} | {_cell([x['step_to_target'] for x in arm])} | {_cell([x['seconds_to_target'] for x in arm])} "
-            f"| {_cell([100 * x['final_ood'] for x in arm])} | {np.mean([x['frac_reward_zero_std'] for x in arm]):.3f} "
-            f"| {rounds} |"
+        cells = " | ".join(
+            f"{_cell([x['steps_to_target'][g] for x in arm])} | {_cell([x['seconds_to_target'][g] for x in arm])}"
+            for g in gains
         )
-    targets = ", ".join(
-        f"seed {r['seed']}: SFT {100 * r['sft_ood']:.1f} -> {100 * r['target']:.1f}" for r in runs
-    )
-    lines += ["", f"targets (OOD relation recall, %): {targets}"]
+        lines.append(
+            f"| {name} | {cells} | {_cell([100 * x['final_ood'] for x in arm])} "
+            f"| {_cell([x['train_seconds'] for x in arm])} "
+            f"| {np.mean([x['frac_reward_zero_std'] for x in arm]):.3f} | {rounds} |"
+        )
+    sft = ", ".join(f"seed {r['seed']}: {100 * r['sft_ood']:.1f}" for r in runs)
+    lines += ["", f"SFT checkpoint's OOD relation recall (%): {sft}"]
     text = "\n".join(lines)
     print(text)
     Path(a.out).mkdir(parents=True, exist_ok=True)
