@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -31,7 +32,7 @@ from r1vision.demo.config import DemoConfig
 from r1vision.demo.report import HEADLINE
 from r1vision.demo.sgg import SGGDemo
 
-ARMS = {"plain": {}, "dynamic": {"dynamic_sampling": True}}
+ARMS: dict[str, dict] = {"plain": {}, "dynamic": {"dynamic_sampling": True}}
 
 
 class Snapshots(TrainerCallback):
@@ -65,7 +66,13 @@ def _metric_means(out: Path, key: str) -> float:
 
 
 def run_seed(
-    seed: int, root: Path, cfg: DemoConfig, every: int, gains: list[float], sft_from: Path | None = None
+    seed: int,
+    root: Path,
+    cfg: DemoConfig,
+    every: int,
+    gains: list[float],
+    sft_from: Path | None = None,
+    arm_overrides: dict[str, dict] = ARMS,
 ) -> dict:
     """One seed: data, SFT and both GRPO arms; with ``sft_from`` (an earlier seed's folder) its data and SFT
     checkpoint are reused and only GRPO runs with this seed."""
@@ -87,11 +94,14 @@ def run_seed(
         "arms": {},
         "sft_from": str(sft_from or ""),
     }
-    order = list(ARMS) if seed % 2 == 0 else list(reversed(ARMS))
+    order = list(arm_overrides) if seed % 2 == 0 else list(reversed(arm_overrides))
     for name in order:
         snaps = Snapshots(root / f"{name}_snapshots", every)
         out = root / name
-        stage = arms.train_grpo(sft_dir, data, out, cfg, seed, quiet=True, overrides=ARMS[name],
+        fields = dict(arm_overrides[name])
+        # the demo sets max_steps from its config: a longer arm changes the config, not the fields
+        arm_cfg = dataclasses.replace(cfg, grpo_steps=fields.pop("max_steps", cfg.grpo_steps))
+        stage = arms.train_grpo(sft_dir, data, out, arm_cfg, seed, quiet=True, overrides=fields,
                                 callbacks=[snaps])  # fmt: skip
         curve = {}
         for step in sorted(snaps.times):
@@ -135,6 +145,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--gains", default="5,15,25", help="targets: SFT OOD relation recall + each of these (points)"
     )
+    p.add_argument(
+        "--long-plain",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also a plain arm of N steps (e.g. the steps plain GRPO takes in dynamic's wall time)",
+    )
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--quick", action="store_true", help="the smoke-run demo (checks the benchmark only)")
     p.add_argument("--out", default="bench_dynamic_sampling_out")
@@ -148,18 +165,21 @@ def main(argv: list[str] | None = None) -> int:
     cfg = DemoConfig.quick() if a.quick else DemoConfig()
     every = 1 if a.quick else a.every
     gains = [float(g) for g in a.gains.split(",")]
+    arm_overrides = dict(ARMS)
+    if a.long_plain:
+        arm_overrides[f"plain-{a.long_plain}"] = {"max_steps": a.long_plain}
     before = describe()
     sft_from = Path(a.sft_from) if a.sft_from else None
     runs = []
     for s in range(a.seed, a.seed + a.seeds):
-        runs.append(run_seed(s, Path(a.out) / f"seed{s}", cfg, every, gains, sft_from))
+        runs.append(run_seed(s, Path(a.out) / f"seed{s}", cfg, every, gains, sft_from, arm_overrides))
         sft_from = sft_from or Path(a.out) / f"seed{s}"  # later seeds: the first seed's data and SFT
     lines = [f"machine: {before} (before) / {describe()} (after); torch threads {a.threads}", ""]
     head = " | ".join(f"steps to SFT+{g:g} | s to SFT+{g:g}" for g in gains)
     lines += [f"| arm | {head} | final OOD recall (%) | GRPO train s | flat groups generated "
               "(frac_reward_zero_std) | generation rounds per step |",
               "|---|" + "---|---|" * len(gains) + "---|---|---|---|"]  # fmt: skip
-    for name in ARMS:
+    for name in arm_overrides:
         arm = [r["arms"][name] for r in runs]
         rounds = f"{np.mean([x['rounds_per_step'] for x in arm]):.2f}" if name == "dynamic" else "1"
         cells = " | ".join(
