@@ -150,3 +150,45 @@ def test_no_deepspeed_accelerator_warning_on_a_cpu_machine(tiny_model, color_dir
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Setting accelerator to CPU" not in done.stderr
+
+
+_HUGE_PAGES_PROBE = """
+import os
+from r1vision.cli import _cpu_machine_defaults
+_cpu_machine_defaults()  # what every `r1vision` command does first
+import torch
+x = torch.ones(64 * 2**20 // 4)  # 64 MiB, every page touched
+line = [l for l in open("/proc/self/smaps_rollup").read().splitlines() if l.startswith("AnonHugePages")][0]
+print(os.environ["THP_MEM_ALLOC_ENABLE"], int(line.split()[1]))
+"""
+
+
+def test_on_a_cpu_machine_large_tensors_go_on_huge_pages():
+    """Without an NVIDIA driver `r1vision` sets THP_MEM_ALLOC_ENABLE=1 before torch loads, and torch then
+    backs a large CPU tensor with transparent huge pages (SFT's every-position logits: bench_cpu_sft.py);
+    a value the user set is kept."""
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    from tests.helpers.paths import env_with_src
+
+    if shutil.which("nvidia-smi") or Path("/dev/nvidiactl").exists():
+        pytest.skip("an NVIDIA driver is present: the CPU-machine defaults do not apply")
+    thp = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    mode = thp.read_text().split("[", 1)[-1].split("]", 1)[0] if thp.exists() else "never"
+    env = {k: v for k, v in env_with_src().items() if k != "THP_MEM_ALLOC_ENABLE"}
+
+    def probe(**extra: str) -> tuple[str, int]:
+        done = subprocess.run([sys.executable, "-c", _HUGE_PAGES_PROBE], capture_output=True, text=True,
+                              env={**env, **extra}, timeout=120)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        flag, kib = done.stdout.split()
+        return flag, int(kib)
+
+    flag, huge_kib = probe()
+    assert flag == "1"
+    kept, plain_kib = probe(THP_MEM_ALLOC_ENABLE="0")
+    assert kept == "0"
+    if mode == "madvise":  # "always": the kernel uses huge pages either way; "never": neither does
+        assert huge_kib >= 32 * 1024 and plain_kib < huge_kib // 2
