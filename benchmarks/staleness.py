@@ -30,7 +30,7 @@ S = "src/r1vision/"
 # benchmark -> the code its figures measure (besides the script itself)
 MEASURES: dict[str, list[str]] = {
     "bench_backends": [S + "generation/"],
-    "bench_cpu_sft": [S + "cli.py", S + "trainer/", S + "commands/sft.py"],
+    "bench_cpu_sft": [S + "cli.py", S + "trainer/", S + "commands/sft.py", S + "demo/"],
     "bench_demo": [S + "demo/", S + "trainer/", S + "tasks/sgg/", S + "tasks/geometry/", S + "tasks/svg/"],
     "bench_dynamic_sampling": [S + "demo/", S + "trainer/"],
     "bench_estimate": [S + "estimate.py"],

@@ -65,27 +65,17 @@ def _bad_input_errors() -> tuple[type[BaseException], ...]:
     )
 
 
-def _has_nvidia_driver() -> bool:
+def _quiet_deepspeed_on_cpu() -> None:
+    """On a machine without an NVIDIA driver, tell DeepSpeed it is on a CPU (DS_ACCELERATOR=cpu): otherwise
+    every command that imports transformers prints its "Setting accelerator to CPU" warning. On its CPU
+    accelerator, DeepSpeed's comm backend is kept from compiling its shared-memory all-reduce op
+    (:func:`_without_shared_memory_all_reduce`)."""
     import shutil
 
-    return bool(shutil.which("nvidia-smi") or os.path.exists("/dev/nvidiactl"))
-
-
-def _cpu_machine_defaults() -> None:
-    """On a machine without an NVIDIA driver (the environment is set before torch is imported, and the
-    processes a command launches inherit it; a value the user set is kept):
-
-    - DS_ACCELERATOR=cpu: tell DeepSpeed it is on a CPU, else every command that imports transformers
-      prints its "Setting accelerator to CPU" warning; its comm backend is kept from compiling its
-      shared-memory all-reduce op (:func:`_without_shared_memory_all_reduce`).
-    - THP_MEM_ALLOC_ENABLE=1: torch puts CPU tensors of 2 MiB and more on transparent huge pages. SFT
-      projects every position through the LM head; with a 151,936-token vocabulary that is gigabytes of
-      logits and gradients allocated afresh each step, and faulting in 4 KiB pages was most of the step
-      (``benchmarks/bench_cpu_sft.py``). No effect where the kernel has THP off.
-    """
-    if not _has_nvidia_driver():
-        os.environ.setdefault("DS_ACCELERATOR", "cpu")
-        os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+    if "DS_ACCELERATOR" not in os.environ and not (
+        shutil.which("nvidia-smi") or os.path.exists("/dev/nvidiactl")
+    ):
+        os.environ["DS_ACCELERATOR"] = "cpu"
     if os.environ.get("DS_ACCELERATOR") == "cpu":
         patch_on_import("deepspeed.ops", _without_shared_memory_all_reduce)
 
@@ -141,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     rest = _global_flags(rest)
     errors = _bad_input_errors()
-    _cpu_machine_defaults()
+    _quiet_deepspeed_on_cpu()
     from r1vision.parent_watch import launched, watch_parent
 
     if launched():  # a torchrun/accelerate worker: end with the launcher, never live on as an orphan

@@ -44,7 +44,7 @@ import time
 import traceback
 from pathlib import Path
 
-from r1vision.cli import _cpu_machine_defaults
+from r1vision.cli import _quiet_deepspeed_on_cpu
 from tests.helpers.warm_client import (
     PYTHON_LOG,
     SETTINGS,
@@ -255,7 +255,7 @@ def _serve_one(conn: socket.socket) -> None:
 
 def serve(path: str) -> None:
     """Import the heavy modules, then fork one child per connection on the Unix socket ``path``."""
-    _cpu_machine_defaults()  # what every `r1vision` command does before DeepSpeed loads
+    _quiet_deepspeed_on_cpu()  # what every `r1vision` command does before DeepSpeed loads
     for name in WARM_MODULES:
         try:
             importlib.import_module(name)
