@@ -150,4 +150,3 @@ def test_no_deepspeed_accelerator_warning_on_a_cpu_machine(tiny_model, color_dir
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Setting accelerator to CPU" not in done.stderr
-
