@@ -103,11 +103,15 @@ def main(argv: list[str] | None = None) -> int:
 
     from r1vision.tasks import get_task
 
+    workloads = a.workloads.split(",")
+    unknown = sorted(set(workloads) - {"sgg_sft", "demo_sft"})
+    if unknown:
+        p.error(f"--workloads: unknown {', '.join(unknown)} (sgg_sft, demo_sft)")
     work = Path(a.workdir or tempfile.mkdtemp(prefix="bench_cpu_sft_"))
     work.mkdir(parents=True, exist_ok=True)
-    inputs = {"data": work / "data", "model": work / "models"}
-    workloads = a.workloads.split(",")
+    inputs: dict[str, Path] = {}  # sgg_sft's rows and model; the demo builds its own in each run
     if "sgg_sft" in workloads:
+        inputs["data"] = work / "data"
         if not (inputs["data"] / "train.parquet").exists():
             get_task("sgg").synth(inputs["data"], max(a.batch, 8), seed=0, split="train", options={})
         inputs["model"] = realcfg_model_path("qwen2_vl", cache_dir=work / "models")

@@ -271,10 +271,9 @@ def estimate(shape: ModelShape, setup: TrainSetup) -> MemoryEstimate:
         # tensor, in the load dtype; the per-rank server path also copies it to the CPU. Under FSDP2 TRL's
         # walk gathers each parameter as the rank holds it: a trainable one is an fp32 master under bf16
         # mixed precision, and vLLM's load casts it to the engine's dtype
-        held = max(setup.weight_bytes, 2)
-        if setup.fsdp and setup.lora_r == 0 and setup.bf16_autocast:
-            held = 4
-        sync_peak = (held + max(setup.weight_bytes, 2)) * layer
+        load = max(setup.weight_bytes, 2)
+        held = 4 if setup.fsdp and setup.lora_r == 0 and setup.bf16_autocast else load
+        sync_peak = (held + load) * layer
         if setup.lora_adapters and setup.lora_r > 0:  # the whole adapter gathered once, fp32 (lora_push.py)
             sync_peak = 4 * trainable
     else:
