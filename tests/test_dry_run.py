@@ -94,6 +94,24 @@ def test_fsdp2_layout_is_its_own_estimate_not_zero3(capsys):
     assert "FSDP2 over 8 GPUs" in capsys.readouterr().out
 
 
+def test_explicit_mixed_precision_is_judged_for_the_target_gpu_not_refused_here():
+    """``--bf16 true`` (or a recipe's ``bf16: true``) is what a GPU run sets; transformers refuses it on a
+    machine without one, which the dry run must not pass on: it plans the target GPU's bf16, and
+    ``--fp16 true`` as mixed precision without bf16 (fp32 weights)."""
+    argv = ["--config", str(RECIPES / "geometry_grpo.yaml"), "--model", "Qwen/Qwen2.5-VL-7B-Instruct",
+            "--gpus", "8", "--fsdp2"]  # fmt: skip
+    default, bf16, fp16 = (
+        plan("grpo", argv),
+        plan("grpo", [*argv, "--bf16", "true"]),
+        plan("grpo", [*argv, "--fp16"]),
+    )
+    assert not bf16.problems and not fp16.problems, (bf16.problems, fp16.problems)
+    assert bf16.facts["training_bytes"] == default.facts["training_bytes"]
+    assert next(line for line in fp16.lines if line.startswith("memory per GPU")).endswith(
+        "weights loaded fp32"
+    )
+
+
 @pytest.mark.slow
 def test_24gb_recipe_fits_24gb_per_the_estimate():
     result = plan("grpo", ["--config", str(RECIPES / "sgg_grpo_24gb.yaml"), "--gpus", "4", "--zero", "3",

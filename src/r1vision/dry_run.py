@@ -149,9 +149,12 @@ def plan(kind: str, argv: Sequence[str]) -> DryRun:
     out = DryRun()
     target_cpu = _truthy(_recipe_value(argv, "use_cpu"))
     # Judge the engine settings for the machine the run targets (a GPU unless use_cpu), not this one.
+    # The target GPU's mixed precision is read from the command line below (bf16): parsed here, an explicit
+    # --bf16 true / --fp16 true would be refused by transformers on a machine without a GPU.
+    parse_argv = list(argv) if target_cpu else [*argv, "--bf16", "false", "--fp16", "false"]
     with vllm_plan.assume_cuda(not target_cpu):
         try:
-            script, config = parse_run(kind, argv)
+            script, config = parse_run(kind, parse_argv)
         except (ValueError, SystemExit) as exc:
             out.problems.append(f"the configuration itself is refused: {exc}")
             return out
